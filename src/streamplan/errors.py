@@ -1,0 +1,56 @@
+"""Errors a user can cause, each saying what was wrong, where, and what to do.
+
+Every class subclasses the matching builtin so that callers can catch, say, a
+``ValueError`` without knowing streamplan. The CLI prints ``str(error)`` (one or
+two lines) and exits with status 2.
+"""
+
+from __future__ import annotations
+
+
+class StreamplanError(Exception):
+    """Base class. ``where`` names the node, file or model; ``hint`` says what to do."""
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        self.message = message
+        self.where = where
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class GraphError(StreamplanError, ValueError):
+    """The graph breaks an IR invariant (cycle, dangling value, bad alias...)."""
+
+
+class ModelSpecError(StreamplanError, ValueError):
+    """A model name, path or ``file.py:function`` spec that cannot be loaded."""
+
+
+class FileFormatError(StreamplanError, ValueError):
+    """A file that is unreadable, not JSON, or not the expected schema."""
+
+
+class UnsupportedError(StreamplanError, NotImplementedError):
+    """Something in the model that streamplan cannot capture or run (lists all of them)."""
+
+
+class CaptureError(StreamplanError, RuntimeError):
+    """torch.export (or the model code it runs) failed."""
+
+
+class ScheduleError(StreamplanError, ValueError):
+    """A schedule that is malformed or invalid for its graph."""
+
+
+class BudgetError(StreamplanError, ValueError):
+    """A memory budget that no schedule or plan can meet."""
+
+
+class ExecutionError(StreamplanError, RuntimeError):
+    """An op failed while a schedule was being executed ("while executing %node")."""

@@ -1,0 +1,269 @@
+"""The graph IR: immutable ``Value``s (tensors), ``Node``s (ops) and the ``Graph``.
+
+Memory is accounted per *storage*: a value either owns a new storage
+(``value.storage == value.id``) or aliases the storage of another value (a view,
+or the result of an in-place op, which names the written input in
+``node.mutates``). A storage is as large as the value that created it.
+
+Dependencies between nodes are data edges (a node reads a value another wrote)
+plus write-after-read edges for in-place writes (every earlier reader of a
+storage must finish before a node overwrites it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal
+
+ValueKind = Literal["input", "param", "buffer", "activation", "constant"]
+VALUE_KINDS: tuple[str, ...] = ("input", "param", "buffer", "activation", "constant")
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A tensor: its shape, dtype, size in bytes, kind and the storage it lives in."""
+
+    id: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    kind: ValueKind = "activation"
+    storage: str = ""  # id of the value that owns the storage; "" means this value
+
+    def __post_init__(self) -> None:
+        if not self.storage:
+            object.__setattr__(self, "storage", self.id)
+        if not isinstance(self.shape, tuple):
+            object.__setattr__(self, "shape", tuple(self.shape))
+
+    @property
+    def is_alias(self) -> bool:
+        """True when this value shares another value's storage (view or in-place result)."""
+        return self.storage != self.id
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One op: reads ``inputs``, writes ``outputs`` (value ids), with its cost facts."""
+
+    id: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Any] = field(default_factory=dict, compare=True)
+    flops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    mutates: tuple[str, ...] = ()  # input value ids whose storage this node writes in place
+
+    def __post_init__(self) -> None:
+        for name in ("inputs", "outputs", "mutates"):
+            if not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """A block of memory: its id (the creating value), size, kind and the values that use it."""
+
+    id: str
+    nbytes: int
+    kind: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Graph:
+    """An immutable DAG of nodes in a valid topological order.
+
+    ``inputs`` are user inputs, ``params`` parameters and buffers, ``outputs`` the
+    values the graph returns. Edits return a new graph (``dataclasses.replace``).
+    Lookups (producer, consumers, predecessors) are indexed once at construction.
+    """
+
+    name: str
+    nodes: tuple[Node, ...]
+    values: dict[str, Value]
+    inputs: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+    _index: "_Index" = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "inputs", "params", "outputs"):
+            if not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "_index", _Index.build(self))
+
+    # -- lookups ---------------------------------------------------------
+    def node(self, node_id: str) -> Node:
+        return self.nodes[self._index.position[node_id]]
+
+    def value(self, value_id: str) -> Value:
+        return self.values[value_id]
+
+    def position(self, node_id: str) -> int:
+        """Index of the node in the graph's topological order."""
+        return self._index.position[node_id]
+
+    def has_node(self, node_id: str) -> bool:
+        return node_id in self._index.position
+
+    def producer(self, value_id: str) -> str | None:
+        """Id of the node that writes ``value_id`` (None for inputs, params, constants)."""
+        return self._index.producer.get(value_id)
+
+    def consumers(self, value_id: str) -> tuple[str, ...]:
+        """Ids of the nodes that read ``value_id``, in graph order."""
+        return self._index.consumers.get(value_id, ())
+
+    def predecessors(self, node_id: str) -> tuple[str, ...]:
+        """Nodes that must finish before ``node_id`` starts (data and write-after-read)."""
+        return self._index.preds[self._index.position[node_id]]
+
+    def successors(self, node_id: str) -> tuple[str, ...]:
+        return self._index.succs[self._index.position[node_id]]
+
+    def pred_positions(self) -> list[tuple[int, ...]]:
+        """Predecessors of every node as positions (fast path for algorithms)."""
+        return self._index.pred_pos
+
+    def succ_positions(self) -> list[tuple[int, ...]]:
+        return self._index.succ_pos
+
+    def edges(self) -> Iterable[tuple[str, str]]:
+        """Every dependency edge (u, v): u must finish before v starts."""
+        for v, preds in zip(self.nodes, self._index.preds):
+            for u in preds:
+                yield u, v.id
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        return self._index.node_ids
+
+    # -- storages --------------------------------------------------------
+    def storage_of(self, value_id: str) -> str:
+        return self.values[value_id].storage
+
+    def storages(self) -> dict[str, Storage]:
+        """Every storage, keyed by its id, with its size, kind and member values."""
+        return self._index.storages
+
+    def activation_storages(self) -> dict[str, Storage]:
+        return {k: s for k, s in self._index.storages.items() if s.kind == "activation"}
+
+    # -- summaries -------------------------------------------------------
+    def param_bytes(self) -> int:
+        return sum(s.nbytes for s in self._index.storages.values() if s.kind in ("param", "buffer"))
+
+    def param_count(self) -> int:
+        from streamplan.ir.dtypes import itemsize
+
+        total = 0
+        for vid in self.params:
+            v = self.values[vid]
+            if v.kind == "param" and not v.is_alias:
+                total += v.nbytes // itemsize(v.dtype)
+        return total
+
+    def input_bytes(self) -> int:
+        return sum(s.nbytes for s in self._index.storages.values() if s.kind == "input")
+
+    def activation_bytes(self) -> int:
+        """Sum of every activation storage (what a program would allocate with no reuse)."""
+        return sum(s.nbytes for s in self._index.storages.values() if s.kind == "activation")
+
+    def total_flops(self) -> int:
+        return sum(n.flops for n in self.nodes)
+
+    def replace(self, **changes: Any) -> "Graph":
+        """A new graph with some fields replaced (the index is rebuilt)."""
+        return dataclasses.replace(self, **changes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __str__(self) -> str:
+        from streamplan.ir.printer import format_graph
+
+        return format_graph(self)
+
+
+@dataclass
+class _Index:
+    node_ids: tuple[str, ...]
+    position: dict[str, int]
+    producer: dict[str, str]
+    consumers: dict[str, tuple[str, ...]]
+    preds: list[tuple[str, ...]]
+    succs: list[tuple[str, ...]]
+    pred_pos: list[tuple[int, ...]]
+    succ_pos: list[tuple[int, ...]]
+    storages: dict[str, Storage]
+
+    @staticmethod
+    def build(g: Graph) -> "_Index":
+        node_ids = tuple(n.id for n in g.nodes)
+        position = {nid: i for i, nid in enumerate(node_ids)}
+        producer: dict[str, str] = {}
+        consumers: dict[str, list[str]] = {}
+        for n in g.nodes:
+            for o in n.outputs:
+                producer.setdefault(o, n.id)
+            for i in n.inputs:
+                lst = consumers.setdefault(i, [])
+                if not lst or lst[-1] != n.id:
+                    lst.append(n.id)
+        # storages
+        members: dict[str, list[str]] = {}
+        for vid, v in g.values.items():
+            members.setdefault(v.storage, []).append(vid)
+        storages: dict[str, Storage] = {}
+        for sid, vids in members.items():
+            root = g.values.get(sid)
+            if root is None:
+                continue  # dangling alias; verify() reports it
+            storages[sid] = Storage(sid, root.nbytes, root.kind, tuple(vids))
+        # dependencies: data edges + write-after-read edges for in-place writes
+        readers_of_storage: dict[str, list[int]] = {}
+        pred_pos: list[tuple[int, ...]] = []
+        for i, n in enumerate(g.nodes):
+            ps: dict[int, None] = {}
+            for vid in n.inputs:
+                p = producer.get(vid)
+                if p is not None:
+                    j = position.get(p)
+                    if j is not None and j != i:
+                        ps[j] = None
+            for vid in n.mutates:
+                v = g.values.get(vid)
+                if v is None:
+                    continue
+                for j in readers_of_storage.get(v.storage, ()):
+                    if j != i:
+                        ps[j] = None
+            for vid in n.inputs:
+                v = g.values.get(vid)
+                if v is not None:
+                    readers_of_storage.setdefault(v.storage, []).append(i)
+            pred_pos.append(tuple(sorted(ps)))
+        succ_lists: list[list[int]] = [[] for _ in g.nodes]
+        for i, ps in enumerate(pred_pos):
+            for j in ps:
+                succ_lists[j].append(i)
+        succ_pos = [tuple(s) for s in succ_lists]
+        preds = [tuple(node_ids[j] for j in ps) for ps in pred_pos]
+        succs = [tuple(node_ids[j] for j in ss) for ss in succ_pos]
+        return _Index(
+            node_ids,
+            position,
+            producer,
+            {k: tuple(v) for k, v in consumers.items()},
+            preds,
+            succs,
+            pred_pos,
+            succ_pos,
+            storages,
+        )

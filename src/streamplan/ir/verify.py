@@ -1,0 +1,101 @@
+"""``verify(graph)``: check the IR invariants and name the offending node with context."""
+
+from __future__ import annotations
+
+from streamplan.errors import GraphError
+from streamplan.ir.dtypes import ITEMSIZE_BYTES
+from streamplan.ir.graph import VALUE_KINDS, Graph
+
+
+def verify(graph: Graph) -> Graph:
+    """Raise ``GraphError`` on the first broken invariant; return the graph otherwise.
+
+    Checks: unique node and value ids; every referenced value exists; each value is
+    written by at most one node and read only after it is written (the node order is
+    topological, so the graph is acyclic); inputs/params are never written; aliases
+    point at an existing storage root; kinds and dtypes are known; outputs exist.
+    """
+    seen_nodes: set[str] = set()
+    for n in graph.nodes:
+        if n.id in seen_nodes:
+            _fail(graph, n.id, f"duplicate node id {n.id!r}", "give every node a unique id")
+        seen_nodes.add(n.id)
+
+    for vid, v in graph.values.items():
+        if vid != v.id:
+            raise GraphError(f"value stored under key {vid!r} has id {v.id!r}", where=graph.name)
+        if v.kind not in VALUE_KINDS:
+            raise GraphError(
+                f"value {vid!r} has unknown kind {v.kind!r}",
+                where=graph.name,
+                hint=f"use one of {', '.join(VALUE_KINDS)}",
+            )
+        if v.dtype not in ITEMSIZE_BYTES:
+            raise GraphError(f"value {vid!r} has unknown dtype {v.dtype!r}", where=graph.name)
+        if v.nbytes < 0 or any((not isinstance(d, int)) or d < 0 for d in v.shape):
+            raise GraphError(f"value {vid!r} has a negative or non-integer size", where=graph.name)
+        root = graph.values.get(v.storage)
+        if root is None:
+            raise GraphError(
+                f"value {vid!r} aliases storage {v.storage!r}, which is not a value of the graph",
+                where=graph.name,
+            )
+        if root.storage != root.id:
+            raise GraphError(
+                f"value {vid!r} aliases {v.storage!r}, which is itself an alias",
+                where=graph.name,
+                hint="point aliases at the value that owns the storage",
+            )
+
+    written: dict[str, str] = {}
+    for vid in (*graph.inputs, *graph.params):
+        if vid not in graph.values:
+            raise GraphError(f"graph input/param {vid!r} is not a value", where=graph.name)
+        written[vid] = "<graph input>"
+    for vid, v in graph.values.items():
+        if v.kind == "constant":
+            written.setdefault(vid, "<constant>")
+
+    for n in graph.nodes:
+        for vid in n.inputs:
+            if vid not in graph.values:
+                _fail(graph, n.id, f"node {n.id!r} reads {vid!r}, which is not a value", "check the input ids")
+            if vid not in written:
+                producer = graph.producer(vid)
+                if producer is None:
+                    msg = f"node {n.id!r} reads {vid!r}, which nothing produces (dangling)"
+                else:
+                    msg = f"node {n.id!r} reads {vid!r} before its producer {producer!r} runs (cycle or bad order)"
+                _fail(graph, n.id, msg, "the node list must be in topological order and acyclic")
+        for vid in n.mutates:
+            if vid not in n.inputs:
+                _fail(graph, n.id, f"node {n.id!r} mutates {vid!r}, which it does not read", None)
+        for vid in n.outputs:
+            if vid not in graph.values:
+                _fail(graph, n.id, f"node {n.id!r} writes {vid!r}, which is not a value", None)
+            if vid in written:
+                _fail(graph, n.id, f"value {vid!r} is written twice (also by {written[vid]})", None)
+            written[vid] = n.id
+            if graph.values[vid].kind in ("input", "param", "buffer"):
+                _fail(graph, n.id, f"node {n.id!r} writes {vid!r} of kind {graph.values[vid].kind}", None)
+
+    for vid in graph.outputs:
+        if vid not in written:
+            raise GraphError(f"graph output {vid!r} is never produced", where=graph.name)
+    return graph
+
+
+def _fail(graph: Graph, node_id: str, message: str, hint: str | None) -> None:
+    """Raise with the ±3 printed lines around the node, the offending one marked."""
+    from streamplan.ir.printer import format_node
+
+    pos = next(i for i, n in enumerate(graph.nodes) if n.id == node_id)
+    lo, hi = max(0, pos - 3), min(len(graph.nodes), pos + 4)
+    lines = []
+    for i in range(lo, hi):
+        mark = ">>" if i == pos else "  "
+        lines.append(f"    {mark} {format_node(graph, graph.nodes[i])}")
+    context = "\n".join(lines)
+    raise GraphError(
+        f"{message}\n{context}", where=f"{graph.name}, node {node_id}", hint=hint
+    )
