@@ -46,26 +46,59 @@ def max_parallelism(graph: Graph) -> Parallelism:
         for x in lv:
             counts[x] = counts.get(x, 0) + 1
         return Parallelism(max(counts.values()), False)
-    import numpy as np
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_bipartite_matching
-
     reach = transitive_closure_bits(graph)
-    rows: list[int] = []
-    cols: list[int] = []
-    for u, bits in enumerate(reach):
-        v = 0
-        while bits:
-            low = bits & -bits
-            v = low.bit_length() - 1
-            rows.append(u)
-            cols.append(v)
-            bits ^= low
-    if not rows:
-        return Parallelism(n, True)
-    m = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n, n))
-    match = maximum_bipartite_matching(m, perm_type="column")
-    return Parallelism(n - int((match >= 0).sum()), True)
+    return Parallelism(n - _max_matching_bits(reach), True)
+
+
+def _max_matching_bits(adj: list[int]) -> int:
+    """Maximum bipartite matching (left u -> right v where bit v of adj[u] is set).
+
+    Greedy start, then Kuhn's augmenting paths with bitsets of unvisited right nodes.
+    """
+    n = len(adj)
+    match_right = [-1] * n
+    match_left = [-1] * n
+    free_right = (1 << n) - 1
+    for u in range(n):
+        cand = adj[u] & free_right
+        if cand:
+            v = (cand & -cand).bit_length() - 1
+            match_left[u], match_right[v] = v, u
+            free_right &= ~(1 << v)
+    size = sum(1 for v in match_left if v >= 0)
+    for root in range(n):
+        if match_left[root] >= 0 or not adj[root]:
+            continue
+        unvisited = (1 << n) - 1
+        # iterative DFS: stack of (left node, remaining candidate bits)
+        stack = [(root, adj[root] & unvisited)]
+        parent_v: list[int] = []
+        found = -1
+        while stack:
+            u, cand = stack[-1]
+            cand &= unvisited
+            if not cand:
+                stack.pop()
+                if parent_v:
+                    parent_v.pop()
+                continue
+            v = (cand & -cand).bit_length() - 1
+            unvisited &= ~(1 << v)
+            stack[-1] = (u, cand & ~(1 << v))
+            if match_right[v] < 0:
+                found = v
+                parent_v.append(v)
+                break
+            parent_v.append(v)
+            w = match_right[v]
+            stack.append((w, adj[w] & unvisited))
+        if found < 0:
+            continue
+        # flip the path: stack[i][0] is matched to parent_v[i]
+        for (u, _), v in zip(stack, parent_v):
+            match_left[u], match_right[v] = v, u
+        size += 1
+    return size
 
 
 def transitive_closure_bits(graph: Graph) -> list[int]:
