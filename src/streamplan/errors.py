@@ -11,17 +11,25 @@ from __future__ import annotations
 class StreamplanError(Exception):
     """Base class. ``where`` names the node, file or model; ``hint`` says what to do."""
 
-    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None,
+                 details: str | None = None):
         self.message = message
         self.where = where
         self.hint = hint
-        super().__init__(self._render())
+        self.details = details  # e.g. the printed lines around a bad node
+        super().__init__(self._render(with_details=True))
 
-    def _render(self) -> str:
+    def _render(self, *, with_details: bool) -> str:
         text = f"{self.where}: {self.message}" if self.where else self.message
+        if with_details and self.details:
+            text += "\n" + self.details
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text
+
+    def short(self) -> str:
+        """What, where and what to do, in one or two lines (what the CLI prints)."""
+        return self._render(with_details=False)
 
 
 class GraphError(StreamplanError, ValueError):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from streamplan.ir.graph import Graph
 
-EXACT_PARALLELISM_MAX_NODES = 3000
+EXACT_PARALLELISM_MAX_NODES = 5000
 
 
 def levels(graph: Graph) -> list[int]:

@@ -96,6 +96,4 @@ def _fail(graph: Graph, node_id: str, message: str, hint: str | None) -> None:
         mark = ">>" if i == pos else "  "
         lines.append(f"    {mark} {format_node(graph, graph.nodes[i])}")
     context = "\n".join(lines)
-    raise GraphError(
-        f"{message}\n{context}", where=f"{graph.name}, node {node_id}", hint=hint
-    )
+    raise GraphError(message, where=f"{graph.name}, node {node_id}", hint=hint, details=context)

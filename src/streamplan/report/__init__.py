@@ -1,0 +1,1 @@
+"""Presenting results: units, tables, JSON rows, Perfetto traces and plots."""

@@ -1,0 +1,121 @@
+"""Device profiles: published spec figures plus shared calibration constants.
+
+Peak figures are the vendors' dense numbers (no sparsity). ``peak_flops`` maps a
+precision class to FLOP/s:
+
+- ``"fp32"``  CUDA-core float32 (what elementwise ops and fp32 matmuls use: PyTorch
+  keeps ``torch.backends.cuda.matmul.allow_tf32 = False`` by default);
+- ``"tf32"``  tensor-core TF32 (Ampere and later). PyTorch's default
+  ``torch.backends.cudnn.allow_tf32 = True`` lets cuDNN run fp32 *convolutions* on it,
+  so the cost model uses it for fp32 convs (``conv_tf32``) but not for fp32 matmuls;
+- ``"fp16"``, ``"bf16"``  tensor-core dense rates for GEMM-like ops (V100 has no bf16
+  tensor cores: bf16 falls back to the fp32 rate there);
+- ``"fp64"``.
+
+The efficiency factors, per-launch host overhead, per-kernel fixed time and the
+resident blocks per SM are calibration constants shared by every model (never
+tuned per model); ``bench/calibrate_ios.py`` checks them against IOS's V100 figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from streamplan.errors import ModelSpecError
+
+TERA = 1e12
+GIGA = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceProfile:
+    """One accelerator (or the CPU) as the cost model sees it."""
+
+    name: str
+    summary: str
+    sms: int  # streaming multiprocessors (CPU: cores)
+    peak_flops: dict[str, float] = field(compare=False)  # precision class -> FLOP/s
+    mem_bw_bytes_per_s: float
+    launch_overhead_ms: float  # host time to issue one kernel (the host never blocks)
+    kernel_fixed_ms: float  # device time every kernel pays (launch latency, ramp, tail)
+    max_queues: int = 8  # hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS default)
+    gemm_efficiency: float = 0.6  # achievable fraction of tensor/FMA peak for GEMM and conv
+    vector_efficiency: float = 0.5  # achievable fraction of peak for non-GEMM math
+    memory_efficiency: float = 0.75  # achievable fraction of DRAM bandwidth
+    gemm_blocks_per_sm: int = 2  # resident GEMM/conv tiles per SM
+    vector_blocks_per_sm: int = 4  # resident elementwise blocks per SM
+    conv_tf32: bool = False  # fp32 convs use TF32 tensor cores (cudnn.allow_tf32 default)
+
+    def peak(self, precision: str) -> float:
+        """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""
+        return self.peak_flops.get(precision, self.peak_flops["fp32"])
+
+    def replace(self, **changes: object) -> "DeviceProfile":
+        """A copy with some constants changed (what calibration experiments use)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+# Calibration constants shared by every GPU profile (tuned against IOS's V100 table).
+_GPU_LAUNCH_MS = 0.006
+_GPU_KERNEL_FIXED_MS = 0.004
+
+DEVICES: dict[str, DeviceProfile] = {
+    "v100": DeviceProfile(
+        "v100", "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
+        sms=80,
+        peak_flops={"fp32": 15.7 * TERA, "fp16": 125 * TERA, "fp64": 7.8 * TERA},
+        mem_bw_bytes_per_s=900 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+    ),
+    "a100": DeviceProfile(
+        "a100", "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
+        sms=108,
+        peak_flops={"fp32": 19.5 * TERA, "tf32": 156 * TERA, "fp16": 312 * TERA, "bf16": 312 * TERA,
+                    "fp64": 19.5 * TERA},
+        mem_bw_bytes_per_s=1555 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS, conv_tf32=True,
+    ),
+    "h100": DeviceProfile(
+        "h100", "NVIDIA H100 SXM5 (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
+        sms=132,
+        peak_flops={"fp32": 67 * TERA, "tf32": 494.7 * TERA, "fp16": 989 * TERA, "bf16": 989 * TERA,
+                    "fp64": 67 * TERA},
+        mem_bw_bytes_per_s=3350 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS, conv_tf32=True,
+    ),
+    "h200": DeviceProfile(
+        "h200", "NVIDIA H200 SXM (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
+        sms=132,
+        peak_flops={"fp32": 67 * TERA, "tf32": 494.7 * TERA, "fp16": 989 * TERA, "bf16": 989 * TERA,
+                    "fp64": 67 * TERA},
+        mem_bw_bytes_per_s=4800 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS, conv_tf32=True,
+    ),
+    # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
+    "cpu": DeviceProfile(
+        "cpu", "generic 16-core AVX2 CPU (~1 TFLOP/s fp32, 100 GB/s)",
+        sms=16,
+        peak_flops={"fp32": 1.0 * TERA, "fp64": 0.5 * TERA},
+        mem_bw_bytes_per_s=100 * GIGA,
+        launch_overhead_ms=0.01, kernel_fixed_ms=0.002, max_queues=16,
+        gemm_efficiency=0.5, vector_efficiency=0.3, memory_efficiency=0.6,
+        gemm_blocks_per_sm=1, vector_blocks_per_sm=1,
+    ),
+}
+
+
+def device_names() -> list[str]:
+    """Names ``get_device`` accepts."""
+    return list(DEVICES)
+
+
+def get_device(name: str | DeviceProfile) -> DeviceProfile:
+    """The profile called ``name`` (case-insensitive); a profile passes through unchanged."""
+    if isinstance(name, DeviceProfile):
+        return name
+    try:
+        return DEVICES[name.lower()]
+    except (KeyError, AttributeError):
+        raise ModelSpecError(f"unknown device {name!r}",
+                             hint=f"use one of {', '.join(DEVICES)}") from None

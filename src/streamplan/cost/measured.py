@@ -1,0 +1,124 @@
+"""A table of measured op latencies that overrides the analytic cost model.
+
+File format (what the runtime's GPU measurement script writes)::
+
+    {"schema": "streamplan.measured", "version": 1, "device": "h200",
+     "ops": {"<op_signature>": ms, ...}}
+
+``op_signature`` names an op by what decides its latency: the op name, its input
+shapes and dtypes, and the scalar/list call arguments (strides, padding, groups...).
+Two nodes with the same signature cost the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from streamplan.cost.devices import DeviceProfile
+from streamplan.cost.opcost import CostModel, resolve_cost
+from streamplan.errors import FileFormatError
+from streamplan.ir.graph import Graph, Node
+
+SCHEMA = "streamplan.measured"
+
+
+def op_signature(graph: Graph, node: Node) -> str:
+    """``op(shape:dtype, ...)[key args]``, e.g. ``aten.relu.default(1x64x56x56:float32)``."""
+    ins = []
+    for vid in node.inputs:
+        v = graph.values.get(vid)
+        ins.append(f"{'x'.join(map(str, v.shape)) or 'scalar'}:{v.dtype}" if v is not None else "?")
+    sig = f"{node.op}({','.join(ins)})"
+    args = _key_args(node.attrs.get("args", ()))
+    if args:
+        sig += f"[{args}]"
+    return sig
+
+
+def _key_args(args: Any) -> str:
+    """The non-tensor call arguments in a compact stable form (tensors are already in the shapes)."""
+    out = []
+    for a in args if isinstance(args, (list, tuple)) else ():
+        if isinstance(a, dict) and "$v" in a:
+            continue
+        if isinstance(a, list) and a and all(isinstance(x, dict) and "$v" in x for x in a):
+            continue
+        out.append(json.dumps(a, separators=(",", ":"), sort_keys=True))
+    return ";".join(out)
+
+
+@dataclass(frozen=True)
+class MeasuredTable:
+    """Measured latencies (ms) by op signature, for one device."""
+
+    device: str
+    ops: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "version": 1, "device": self.device, "ops": dict(self.ops)}
+
+    @staticmethod
+    def from_dict(data: Any, *, source: str = "<dict>") -> "MeasuredTable":
+        try:
+            if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+                raise ValueError(f'schema is not "{SCHEMA}"')
+            ops = {str(k): float(v) for k, v in data["ops"].items()}
+            return MeasuredTable(str(data.get("device", "")), ops)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise FileFormatError(f"malformed measured-latency table ({e})", where=source,
+                                  hint=f'expected {{"schema": "{SCHEMA}", "device": ..., "ops": {{signature: ms}}}}'
+                                  ) from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
+
+    @staticmethod
+    def load(path: str | Path) -> "MeasuredTable":
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except OSError as e:
+            raise FileFormatError(f"cannot read file: {e.strerror}", where=str(p)) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise FileFormatError(f"not valid JSON: {e}", where=str(p)) from None
+        return MeasuredTable.from_dict(data, source=str(p))
+
+
+class MeasuredCostModel(CostModel):
+    """Measured times where the table has the op's signature, ``fallback`` otherwise.
+
+    Occupancy and launch overhead always come from the fallback (a table of
+    standalone latencies says nothing about how much of the device an op fills).
+    """
+
+    def __init__(self, table: MeasuredTable | Mapping[str, float] | str | Path,
+                 fallback: CostModel | str | DeviceProfile | None = None):
+        if isinstance(table, (str, Path)):
+            table = MeasuredTable.load(table)
+        elif not isinstance(table, MeasuredTable):
+            table = MeasuredTable("", {str(k): float(v) for k, v in table.items()})
+        self.table = table
+        self.fallback = resolve_cost(fallback, default=table.device or "v100")
+        self.device_name = table.device or self.fallback.device_name
+        self.hits = 0
+        self.misses = 0
+
+    def op_time_ms(self, graph: Graph, node: Node) -> float:
+        t = self.table.ops.get(op_signature(graph, node))
+        if t is None:
+            self.misses += 1
+            return self.fallback.op_time_ms(graph, node)
+        self.hits += 1
+        return t
+
+    def occupancy(self, graph: Graph, node: Node) -> float:
+        return self.fallback.occupancy(graph, node)
+
+    def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
+        return self.fallback.launch_overhead_ms(graph, node)
+
+    def is_kernel(self, graph: Graph, node: Node) -> bool:
+        return self.fallback.is_kernel(graph, node)

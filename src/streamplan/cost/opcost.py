@@ -1,0 +1,210 @@
+"""Op cost: how long an op takes alone, and how much of the device it can fill.
+
+``CostModel`` is the tiny interface the simulator and the IOS search use.
+``AnalyticCostModel`` is a roofline with a wave-quantisation penalty::
+
+    time = kernel_fixed + max(flops / (peak * eff), bytes / (bw * eff)) / utilisation
+
+where ``utilisation = blocks / (waves * slots)`` (slots = SMs x resident blocks
+per SM; an op with 10 tiles on 160 slots can use only 1/16 of the peak) and
+``occupancy = min(1, blocks / slots)`` is the share of the device it holds while
+running. Thread blocks are estimated from the output: GEMM/conv tiles of 64x64 of
+the implicit GEMM (M = output pixels, N = output channels) with split-K when K is
+long, 512 elements per block for everything else. View and metadata ops
+(``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Mapping
+
+from streamplan.cost.devices import DeviceProfile, get_device
+from streamplan.ir.graph import Graph, Node
+
+# Ops that only make a new tensor header (or nothing): no kernel, no device time.
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "slice",
+    "select", "squeeze", "unsqueeze", "alias", "detach", "getitem", "split", "split_with_sizes",
+    "unbind", "chunk", "narrow", "as_strided", "unflatten", "flatten", "view_as", "empty",
+    "empty_like", "empty_strided", "lift_fresh", "lift_fresh_copy", "_reshape_alias", "numpy_T",
+    "sym_size", "output",
+})
+GEMM_OPS = frozenset({
+    "convolution", "conv2d", "conv1d", "conv3d", "_convolution", "cudnn_convolution", "mm", "addmm",
+    "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention", "scaled_dot_product_attention",
+    "_scaled_dot_product_cudnn_attention", "einsum",
+})
+CONV_OPS = frozenset({"convolution", "conv2d", "conv1d", "conv3d", "_convolution", "cudnn_convolution"})
+
+TILE_M = 64
+TILE_N = 64
+SPLIT_K_CHUNK = 256  # K elements per split-K slice
+ELEMS_PER_BLOCK = 512
+
+
+def op_base_name(op: str) -> str:
+    """'aten.convolution.default' -> 'convolution'; 'operator.getitem' / 'getitem' -> 'getitem'."""
+    parts = op.split(".")
+    if parts[0] in ("aten", "prims", "torch") and len(parts) > 1:
+        return parts[1]
+    return parts[-1] if len(parts) > 1 and parts[0] != "aten" else parts[0]
+
+
+def is_view_op(graph: Graph, node: Node) -> bool:
+    """True when the op launches no kernel: a known view/metadata op, or only aliasing outputs."""
+    if node.mutates:
+        return False
+    if op_base_name(node.op) in VIEW_OPS:
+        return True
+    if node.outputs and all(graph.values[o].is_alias for o in node.outputs if o in graph.values):
+        return node.flops == 0
+    return False
+
+
+class CostModel(ABC):
+    """What the simulator needs to know about an op on a device."""
+
+    device_name: str = ""
+
+    @abstractmethod
+    def op_time_ms(self, graph: Graph, node: Node) -> float:
+        """Device time of the op when it runs alone (ms)."""
+
+    @abstractmethod
+    def occupancy(self, graph: Graph, node: Node) -> float:
+        """Fraction of the device the op fills while it runs, in (0, 1] (0 for no kernel)."""
+
+    @abstractmethod
+    def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
+        """Host time to issue the op (the host moves on without waiting for the device)."""
+
+    def is_kernel(self, graph: Graph, node: Node) -> bool:
+        """False for ops that launch nothing (views); they still keep their stream order."""
+        return not is_view_op(graph, node)
+
+
+class AnalyticCostModel(CostModel):
+    """Roofline + fixed kernel time + wave quantisation, from a ``DeviceProfile``."""
+
+    def __init__(self, device: str | DeviceProfile = "v100"):
+        self.device = get_device(device)
+        self.device_name = self.device.name
+
+    # -- interface ----------------------------------------------------------
+    def op_time_ms(self, graph: Graph, node: Node) -> float:
+        if is_view_op(graph, node):
+            return 0.0
+        d = self.device
+        gemm = op_base_name(node.op) in GEMM_OPS
+        peak = d.peak(self._precision(graph, node, gemm))
+        eff = d.gemm_efficiency if gemm else d.vector_efficiency
+        compute_s = node.flops / (peak * eff)
+        memory_s = (node.bytes_read + node.bytes_written) / (d.mem_bw_bytes_per_s * d.memory_efficiency)
+        blocks, slots = self._blocks(graph, node, gemm)
+        waves = math.ceil(blocks / slots)
+        utilisation = blocks / (waves * slots)
+        return d.kernel_fixed_ms + 1e3 * max(compute_s, memory_s) / utilisation
+
+    def occupancy(self, graph: Graph, node: Node) -> float:
+        if is_view_op(graph, node):
+            return 0.0
+        blocks, slots = self._blocks(graph, node, op_base_name(node.op) in GEMM_OPS)
+        return min(1.0, blocks / slots)
+
+    def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
+        return 0.0 if is_view_op(graph, node) else self.device.launch_overhead_ms
+
+    # -- internals ----------------------------------------------------------
+    def _precision(self, graph: Graph, node: Node, gemm: bool) -> str:
+        dtype = _dtype_of(graph, node)
+        if dtype == "float64":
+            return "fp64"
+        if not gemm:
+            return "fp32"  # CUDA cores; narrow dtypes are memory-bound anyway
+        if dtype == "float16":
+            return "fp16"
+        if dtype == "bfloat16":
+            return "bf16"
+        if self.device.conv_tf32 and op_base_name(node.op) in CONV_OPS:
+            return "tf32"
+        return "fp32"
+
+    def _blocks(self, graph: Graph, node: Node, gemm: bool) -> tuple[int, int]:
+        """(thread blocks the op launches, resident-block slots of the device)."""
+        d = self.device
+        out_numel = sum(_numel(graph.values[o].shape) for o in node.outputs if o in graph.values)
+        out_numel = max(1, out_numel)
+        if not gemm:
+            in_numel = sum(_numel(graph.values[i].shape) for i in node.inputs if i in graph.values)
+            # reductions parallelise over their input, elementwise ops over their output
+            work = max(out_numel, in_numel // 8)
+            return max(1, math.ceil(work / ELEMS_PER_BLOCK)), d.sms * d.vector_blocks_per_sm
+        slots = d.sms * d.gemm_blocks_per_sm
+        n_cols = _gemm_columns(graph, node)
+        m_rows = max(1, out_numel // max(1, n_cols))
+        tiles = math.ceil(m_rows / TILE_M) * math.ceil(n_cols / TILE_N)
+        k = node.flops // max(1, 2 * out_numel)  # reduction length of the implicit GEMM
+        split_k = max(1, min(k // SPLIT_K_CHUNK, slots // max(1, tiles)))
+        return max(1, tiles * split_k), slots
+
+
+class FakeCostModel(CostModel):
+    """Deterministic costs for tests: fixed times per op id (or one time for all)."""
+
+    def __init__(self, times_ms: Mapping[str, float] | float, occupancy: Mapping[str, float] | float = 1.0,
+                 launch_ms: float = 0.0):
+        self.times_ms = times_ms
+        self.occ = occupancy
+        self.launch_ms = launch_ms
+        self.device_name = "fake"
+
+    def op_time_ms(self, graph: Graph, node: Node) -> float:
+        t = self.times_ms
+        return float(t[node.id]) if isinstance(t, Mapping) else float(t)
+
+    def occupancy(self, graph: Graph, node: Node) -> float:
+        o = self.occ
+        return float(o[node.id]) if isinstance(o, Mapping) else float(o)
+
+    def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
+        return self.launch_ms
+
+    def is_kernel(self, graph: Graph, node: Node) -> bool:
+        return True
+
+
+def resolve_cost(cost: "CostModel | str | DeviceProfile | None", default: str = "v100") -> CostModel:
+    """A cost model from a model, a device name/profile, or None (the default device)."""
+    if isinstance(cost, CostModel):
+        return cost
+    return AnalyticCostModel(cost if cost is not None else default)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def _dtype_of(graph: Graph, node: Node) -> str:
+    for vid in node.outputs + node.inputs:
+        v = graph.values.get(vid)
+        if v is not None:
+            return v.dtype
+    return "float32"
+
+
+def _gemm_columns(graph: Graph, node: Node) -> int:
+    """N of the implicit GEMM: output channels (NCHW dim 1) for convs, last dim otherwise."""
+    if not node.outputs or node.outputs[0] not in graph.values:
+        return 1
+    shape = graph.values[node.outputs[0]].shape
+    if not shape:
+        return 1
+    if op_base_name(node.op) in CONV_OPS and len(shape) >= 2:
+        return shape[1]
+    return shape[-1]

@@ -1,0 +1,150 @@
+"""Host-order memory: replay allocations and frees in launch order (DESIGN §4, figure 1).
+
+This is what a program-order estimator (RAF's EstimateMemory) reports; it cannot see
+concurrency. The exact convention:
+
+* resident storages (inputs, params when included) are allocated before the first
+  launch (``launch_index`` -1, op ``""``, stream -1) and never freed;
+* at launch i the host first allocates every storage op i creates, then frees every
+  storage whose last user in launch order is op i (graph outputs are never freed);
+* the trace has one entry per launch — live bytes right after that launch's
+  allocations, before its frees — and a final entry after the last launch's frees.
+
+Three ReLUs in a chain on 1 MiB give the trace 1, 2, 2, 1 MiB (2, 3, 3, 2 with the
+input counted), as RAF's tests expect. The peak is the largest trace entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamplan.ir.graph import Graph
+from streamplan.memory.liveness import Includes, Liveness, liveness
+from streamplan.schedule.schedule import StreamSchedule
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One host-order allocation or free (``kind`` "alloc" or "free")."""
+
+    kind: str
+    storage: str
+    nbytes: int
+    op: str
+    stream: int
+    launch_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """Live bytes right after ``op`` (launch ``launch_index``) allocated its outputs."""
+
+    launch_index: int
+    op: str
+    stream: int
+    live_bytes: int
+
+
+@dataclass(frozen=True)
+class HostOrderTrace:
+    """The host-order trace: one entry per launch, then the live bytes at the end."""
+
+    entries: tuple[TraceEntry, ...]
+    final_bytes: int
+    peak_bytes: int
+    peak_launch_index: int  # -1 for an empty schedule
+    includes: Includes
+
+    def trace_bytes(self) -> list[int]:
+        """Per-launch live bytes followed by the final entry (RAF's trace)."""
+        return [e.live_bytes for e in self.entries] + [self.final_bytes]
+
+    def to_dict(self) -> dict:
+        return {
+            "host_order_peak_bytes": self.peak_bytes,
+            "peak_launch_index": self.peak_launch_index,
+            "trace": [{"launch_index": e.launch_index, "op": e.op, "stream": e.stream,
+                       "live_bytes": e.live_bytes} for e in self.entries],
+            "final_bytes": self.final_bytes,
+            "includes": self.includes.describe(),
+        }
+
+    def lines(self) -> list[str]:
+        mib = 1 << 20
+        out = [f"host-order trace ({self.includes.describe()}), MiB:"]
+        for e in self.entries:
+            mark = "  <- peak" if e.launch_index == self.peak_launch_index else ""
+            out.append(f"  {e.launch_index:5d} @s{e.stream} {e.op:<24} {e.live_bytes / mib:10.3f}{mark}")
+        out.append(f"  {'end':>5} {'':27} {self.final_bytes / mib:10.3f}")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def events_from_liveness(live: Liveness, schedule: StreamSchedule) -> list[Event]:
+    """Host-order events for an already computed ``Liveness``."""
+    index = live.hb.launch_index
+    created: dict[str, list] = {}
+    freed: dict[str, list] = {}
+    events: list[Event] = []
+    for life in live.lives:
+        if life.creator is None:
+            events.append(Event("alloc", life.storage, life.nbytes, "", -1, -1))
+            continue
+        created.setdefault(life.creator, []).append(life)
+        if not life.persistent:
+            last = max(life.users, key=index.__getitem__)
+            freed.setdefault(last, []).append(life)
+    for i, op in enumerate(schedule.launch_order):
+        s = schedule.streams[op]
+        for life in created.get(op, ()):
+            events.append(Event("alloc", life.storage, life.nbytes, op, s, i))
+        for life in freed.get(op, ()):
+            events.append(Event("free", life.storage, life.nbytes, op, s, i))
+    return events
+
+
+def host_order_events(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
+                      include_params: bool = False) -> list[Event]:
+    """Allocation and free events in host launch order (see the module docstring)."""
+    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    return events_from_liveness(live, schedule)
+
+
+def trace_from_liveness(live: Liveness, schedule: StreamSchedule) -> HostOrderTrace:
+    """The host-order trace for an already computed ``Liveness``."""
+    events = events_from_liveness(live, schedule)
+    cur = 0
+    allocs_at: dict[int, int] = {}
+    frees_at: dict[int, int] = {}
+    for e in events:
+        if e.launch_index < 0:
+            cur += e.nbytes
+        elif e.kind == "alloc":
+            allocs_at[e.launch_index] = allocs_at.get(e.launch_index, 0) + e.nbytes
+        else:
+            frees_at[e.launch_index] = frees_at.get(e.launch_index, 0) + e.nbytes
+    entries = []
+    peak, peak_at = cur, -1
+    for i, op in enumerate(schedule.launch_order):
+        cur += allocs_at.get(i, 0)
+        entries.append(TraceEntry(i, op, schedule.streams[op], cur))
+        if cur > peak or peak_at < 0:
+            peak, peak_at = cur, i
+        cur -= frees_at.get(i, 0)
+    return HostOrderTrace(tuple(entries), cur, peak, peak_at, live.includes)
+
+
+def host_order_trace(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
+                     include_params: bool = False) -> HostOrderTrace:
+    """The per-launch host-order trace and its peak."""
+    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    return trace_from_liveness(live, schedule)
+
+
+def host_order_peak_bytes(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
+                          include_params: bool = False) -> int:
+    """Peak of the host-order trace, in bytes."""
+    return host_order_trace(graph, schedule, include_inputs=include_inputs,
+                            include_params=include_params).peak_bytes

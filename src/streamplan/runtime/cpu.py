@@ -1,0 +1,162 @@
+"""Execute a schedule on the CPU: one worker thread per schedule stream.
+
+Each worker runs its stream's ops in launch order. Before an op it waits for the
+``threading.Event`` of every op the schedule says it waits for; after an op that
+someone waits for, it sets that op's event. Nothing else orders the threads: the
+executor never waits for data by itself, so a schedule with a missing wait fails
+loudly ("%v ran before its input %x was produced") or gives a wrong result, instead
+of being silently repaired. ``chaos`` adds seeded random delays (0-2 ms) before
+every op so that such races show up.
+
+Values are released when their last consumer has finished (reference counts under
+one lock); graph outputs are kept.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+from streamplan.errors import ExecutionError
+from streamplan.ir.graph import Graph
+from streamplan.runtime.interpret import call_node
+from streamplan.runtime.measure import LiveBytes
+from streamplan.schedule.schedule import StreamSchedule
+
+CHAOS_MAX_DELAY_S = 0.002
+WAIT_POLL_S = 0.05
+DEADLOCK_TIMEOUT_S = 120.0
+
+
+def use_counts(graph: Graph) -> dict[str, int]:
+    """How many releases each value gets before it is dropped (consumers; outputs pinned)."""
+    counts: dict[str, int] = {}
+    for n in graph.nodes:
+        for v in dict.fromkeys(n.inputs):
+            counts[v] = counts.get(v, 0) + 1
+    for v in graph.outputs:
+        counts[v] = counts.get(v, 0) + 1  # never reaches 0: outputs are returned
+    return counts
+
+
+def chaos_delays_s(schedule: StreamSchedule, seed: int) -> dict[str, float]:
+    """A seeded random delay in [0, 2 ms] before each op."""
+    rng = random.Random(seed)
+    return {op: rng.uniform(0.0, CHAOS_MAX_DELAY_S) for op in schedule.launch_order}
+
+
+def storage_key(graph: Graph, value_id: str) -> str | None:
+    """The storage a value lives in if it is an activation storage (what peaks count), else None."""
+    v = graph.values.get(value_id)
+    if v is None:
+        return None
+    root = graph.values.get(v.storage)
+    return v.storage if root is not None and root.kind == "activation" else None
+
+
+def tensor_storage_bytes(t: Any) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except (AttributeError, RuntimeError):
+        return 0
+
+
+class _State:
+    """Shared by the workers: the environment, use counts, events, and the first error."""
+
+    def __init__(self, graph: Graph, schedule: StreamSchedule, env: dict[str, Any], tracker: LiveBytes):
+        self.graph = graph
+        self.env = env
+        self.remaining = use_counts(graph)
+        self.lock = threading.Lock()
+        self.tracker = tracker
+        self.events = {w.after: threading.Event() for w in schedule.waits}
+        self.waits = schedule.waits_before()
+        self.abort = threading.Event()
+        self.errors: list[BaseException] = []
+
+    def fail(self, error: BaseException) -> None:
+        with self.lock:
+            self.errors.append(error)
+        self.abort.set()
+
+    def take_inputs(self, node_id: str) -> dict[str, Any]:
+        node = self.graph.node(node_id)
+        with self.lock:
+            for x in node.inputs:
+                if x not in self.env:
+                    raise ExecutionError(
+                        f"%{node_id} ran before its input %{x} was produced: a wait is missing",
+                        where=self.graph.name,
+                        hint=f"add a wait on %{self.graph.producer(x)} before %{node_id} (run the verifier)")
+            return {x: self.env[x] for x in node.inputs}
+
+    def finish(self, node_id: str, outputs: tuple[Any, ...]) -> None:
+        node = self.graph.node(node_id)
+        with self.lock:
+            for vid, t in zip(node.outputs, outputs):
+                self.env[vid] = t
+                key = storage_key(self.graph, vid)
+                if key is not None:
+                    self.tracker.produced(key, tensor_storage_bytes(t))
+            for x in dict.fromkeys(node.inputs):
+                self.remaining[x] -= 1
+                if self.remaining[x] == 0 and self.graph.producer(x) is not None:
+                    del self.env[x]
+                    key = storage_key(self.graph, x)
+                    if key is not None:
+                        self.tracker.dropped(key)
+
+
+def _worker(state: _State, ops: tuple[str, ...], delays: dict[str, float], device: Any) -> None:
+    try:
+        for op in ops:
+            for u in state.waits.get(op, ()):
+                ev = state.events[u]
+                waited = 0.0
+                while not ev.wait(WAIT_POLL_S):
+                    if state.abort.is_set():
+                        return
+                    waited += WAIT_POLL_S
+                    if waited > DEADLOCK_TIMEOUT_S:
+                        raise ExecutionError(f"%{op} waited {DEADLOCK_TIMEOUT_S:.0f} s for %{u}: deadlock",
+                                             where=state.graph.name, hint="the schedule's waits cannot be met")
+            if state.abort.is_set():
+                return
+            if delays:
+                time.sleep(delays[op])
+            inputs = state.take_inputs(op)
+            outputs = call_node(state.graph.node(op), inputs, device)
+            state.finish(op, outputs)
+            ev = state.events.get(op)
+            if ev is not None:
+                ev.set()
+    except BaseException as e:  # noqa: BLE001 - handed to the main thread
+        state.fail(e)
+
+
+def execute_cpu(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *, chaos: bool = False,
+                seed: int = 0, tracker: LiveBytes | None = None) -> tuple[Any, ...]:
+    """Run ``schedule`` once on threads; ``env`` holds the leaf tensors (it is consumed).
+
+    Returns the outputs in ``graph.outputs`` order. Raises ``ExecutionError`` for the
+    first failure (an op's own error, or an input not yet produced).
+    """
+    tracker = tracker if tracker is not None else LiveBytes()
+    state = _State(graph, schedule, env, tracker)
+    delays = chaos_delays_s(schedule, seed) if chaos else {}
+    streams = sorted(set(schedule.streams[op] for op in schedule.launch_order))
+    threads = [
+        threading.Thread(target=_worker, args=(state, schedule.ops_on_stream(s), delays, "cpu"),
+                         name=f"streamplan-s{s}", daemon=True)
+        for s in streams
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if state.errors:
+        raise state.errors[0]
+    return tuple(env[v] for v in graph.outputs)

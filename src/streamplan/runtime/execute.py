@@ -1,0 +1,96 @@
+"""``run``: execute a scheduled graph for real and measure it (CPU threads or CUDA streams)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator, Mapping, Sequence
+
+import torch
+
+from streamplan.errors import ExecutionError, ScheduleError
+from streamplan.ir.graph import Graph
+from streamplan.runtime.cpu import execute_cpu
+from streamplan.runtime.interpret import check_supported, initial_env
+from streamplan.runtime.measure import LiveBytes, RunResult, median_ms
+from streamplan.schedule.schedule import StreamSchedule
+
+
+def run(graph: Graph, schedule: StreamSchedule, inputs: Sequence[Any] | Mapping[str, Any] | None = None, *,
+        params: Mapping[str, Any] | None = None, device: str = "cpu", chaos: bool = False, seed: int = 0,
+        repeat: int = 1, warmup: int = 0, cuda_graph: bool = False) -> RunResult:
+    """Execute ``schedule`` on ``graph`` and return the outputs and measured figures.
+
+    ``inputs``: tensors in ``graph.inputs`` order (or a mapping by value id);
+    ``params``: value id -> tensor. Leaves given by neither get seeded random tensors
+    (``seed``). ``device="cpu"`` runs one thread per stream (torch at one intra-op
+    thread; ``chaos`` adds seeded random delays, a different seed per repetition);
+    ``device="cuda"`` launches onto CUDA streams (``cuda_graph`` captures and replays).
+    Timing is the median over ``repeat`` runs after ``warmup`` untimed runs.
+    """
+    check_schedule_covers(graph, schedule)
+    check_supported(graph)
+    env0 = initial_env(graph, inputs, params, seed=seed, device=device)
+    if device.startswith("cuda"):
+        return _run_cuda(graph, schedule, env0, device=device, repeat=repeat, warmup=warmup,
+                         cuda_graph=cuda_graph)
+    if device != "cpu":
+        raise ExecutionError(f"unknown device {device!r}", hint="use 'cpu' or 'cuda'")
+    times_ms: list[float] = []
+    peak = 0
+    outputs: tuple[Any, ...] = ()
+    with one_thread(), torch.inference_mode():
+        for r in range(warmup + max(1, repeat)):
+            tracker = LiveBytes()
+            outputs = ()
+            t0 = time.perf_counter()
+            outputs = execute_cpu(graph, schedule, dict(env0), chaos=chaos, seed=seed + r, tracker=tracker)
+            elapsed_ms = (time.perf_counter() - t0) * 1e3
+            if r >= warmup:
+                times_ms.append(elapsed_ms)
+                peak = max(peak, tracker.peak_bytes)
+    return RunResult(outputs, median_ms(times_ms), tuple(times_ms), peak, "cpu", schedule.policy,
+                     schedule.num_streams, meta={"chaos": chaos, "seed": seed})
+
+
+def _run_cuda(graph: Graph, schedule: StreamSchedule, env0: dict[str, Any], *, device: str, repeat: int,
+              warmup: int, cuda_graph: bool) -> RunResult:
+    if not torch.cuda.is_available():
+        raise ExecutionError("device 'cuda' requested but torch.cuda.is_available() is False",
+                             hint="use --device cpu")
+    from streamplan.runtime.cuda import measure_cuda
+
+    with torch.inference_mode():
+        m = measure_cuda(graph, schedule, env0, repeat=repeat, warmup=warmup, cuda_graph=cuda_graph)
+    return RunResult(m["outputs"], median_ms(m["times_ms"]), tuple(m["times_ms"]), m["peak_bytes"], device,
+                     schedule.policy, schedule.num_streams, m["max_memory_allocated_bytes"],
+                     m["max_memory_reserved_bytes"], meta={"cuda_graph": cuda_graph})
+
+
+def check_schedule_covers(graph: Graph, schedule: StreamSchedule) -> None:
+    """Every node launched exactly once, every op has a stream, every wait names launched ops."""
+    order = schedule.launch_order
+    if sorted(order) != sorted(graph.node_ids):
+        missing = sorted(set(graph.node_ids) - set(order))
+        extra = sorted(set(order) - set(graph.node_ids))
+        raise ScheduleError(f"schedule does not launch every node exactly once (missing {missing[:5]}, "
+                            f"unknown {extra[:5]})", where=graph.name, hint="was it made for this graph?")
+    missing_stream = [op for op in order if op not in schedule.streams]
+    if missing_stream:
+        raise ScheduleError(f"ops without a stream: {missing_stream[:5]}", where=graph.name)
+    launched = set(order)
+    for w in schedule.waits:
+        if w.after not in launched or w.before not in launched:
+            raise ScheduleError(f"wait {w.after} -> {w.before} names an op the schedule does not launch",
+                                where=graph.name)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch at one intra-op thread for the duration (each worker thread is one 'stream')."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)

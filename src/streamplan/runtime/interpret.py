@@ -1,0 +1,180 @@
+"""Call one graph node with real tensors, and build the tensors a run starts from.
+
+A node's ``op`` is the string form of an ATen overload ("aten.convolution.default")
+and its ``attrs["args"]``/``["kwargs"]`` are encoded by ``frontends.argcodec``.
+``call_node`` decodes them against an environment (value id -> tensor), calls the
+op and returns the output tensors in ``node.outputs`` order. Any failure inside the
+op is re-raised as ``ExecutionError`` "while executing %node (op)".
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+from streamplan.errors import ExecutionError, UnsupportedError
+from streamplan.frontends.argcodec import decode
+from streamplan.ir.graph import Graph, Node
+
+_OP_CACHE: dict[str, Callable[..., Any]] = {}
+_PYTHON_OPS: dict[str, Callable[..., Any]] = {
+    "getitem": operator.getitem,
+    "operator.getitem": operator.getitem,
+    "_operator.getitem": operator.getitem,
+}
+
+
+def resolve_op(op: str) -> Callable[..., Any]:
+    """The callable for an op name: ``"aten.add.Tensor"`` -> ``torch.ops.aten.add.Tensor``."""
+    fn = _OP_CACHE.get(op)
+    if fn is not None:
+        return fn
+    if op in _PYTHON_OPS:
+        fn = _PYTHON_OPS[op]
+    else:
+        parts = op.split(".")
+        if len(parts) not in (2, 3):
+            raise UnsupportedError(f"cannot resolve op {op!r}", hint="expected 'namespace.name[.overload]'")
+        try:
+            packet = getattr(getattr(torch.ops, parts[0]), parts[1])
+            fn = getattr(packet, parts[2] if len(parts) == 3 else "default")
+        except (AttributeError, RuntimeError):
+            raise UnsupportedError(f"torch has no op {op!r}", hint="is the graph from a newer torch?") from None
+    _OP_CACHE[op] = fn
+    return fn
+
+
+def check_supported(graph: Graph) -> None:
+    """Raise one ``UnsupportedError`` listing every op of ``graph`` torch cannot resolve."""
+    bad = []
+    for op in sorted({n.op for n in graph.nodes}):
+        try:
+            resolve_op(op)
+        except UnsupportedError:
+            bad.append(op)
+    if bad:
+        raise UnsupportedError(f"cannot execute ops: {', '.join(bad)}", where=graph.name,
+                               hint="these ops are not in this torch build")
+
+
+def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[Any, ...]:
+    """Run ``node`` on the tensors in ``env``; return its outputs in ``node.outputs`` order."""
+    fn = resolve_op(node.op)
+    try:
+        args = decode(node.attrs.get("args", []), env, device=device)
+        kwargs = decode(node.attrs.get("kwargs", {}), env, device=device)
+        result = fn(*args, **kwargs)
+    except Exception as e:
+        raise ExecutionError(f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
+                             hint="the op itself failed; check its inputs' shapes and dtypes") from e
+    return _match_outputs(node, result)
+
+
+def _match_outputs(node: Node, result: Any) -> tuple[Any, ...]:
+    n = len(node.outputs)
+    if isinstance(result, torch.Tensor):
+        flat: list[Any] = [result]
+    elif isinstance(result, (tuple, list)):
+        flat = list(_flatten(result))
+        if len(flat) != n and "output_index" in node.attrs:
+            idx = node.attrs["output_index"]
+            flat = [result[i] for i in (idx if isinstance(idx, list) else [idx])]
+    else:
+        flat = [result]
+    if len(flat) < n:
+        raise ExecutionError(f"while executing %{node.id} ({node.op}): op returned {len(flat)} "
+                             f"outputs, the graph expects {n}")
+    return tuple(flat[:n])
+
+
+def _flatten(obj: Any):
+    for x in obj:
+        if isinstance(x, (tuple, list)):
+            yield from _flatten(x)
+        else:
+            yield x
+
+
+# -- the tensors a run starts from --------------------------------------------------
+
+def torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def random_tensor(shape: Sequence[int], dtype: str, generator: torch.Generator) -> torch.Tensor:
+    """A deterministic random tensor of ``shape``/``dtype`` (ints in [0, 4), bools False)."""
+    dt = torch_dtype(dtype)
+    if dt.is_floating_point:
+        return torch.randn(tuple(shape), generator=generator, dtype=torch.float32).to(dt)
+    if dt == torch.bool:
+        return torch.zeros(tuple(shape), dtype=dt)
+    return torch.randint(0, 4, tuple(shape), generator=generator, dtype=dt)
+
+
+def leaf_values(graph: Graph) -> list[str]:
+    """Values no node produces that some node or output reads (inputs, params, constants)."""
+    needed: dict[str, None] = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            needed[v] = None
+    for v in graph.outputs:
+        needed[v] = None
+    for v in graph.inputs:
+        needed[v] = None
+    return [v for v in needed if graph.producer(v) is None and v in graph.values]
+
+
+def initial_env(graph: Graph, inputs: Sequence[Any] | Mapping[str, Any] | None,
+                params: Mapping[str, Any] | None, *, seed: int = 0, device: Any = "cpu") -> dict[str, Any]:
+    """value id -> tensor for every leaf value, on ``device``.
+
+    ``inputs`` is a sequence in ``graph.inputs`` order or a mapping by value id;
+    ``params`` maps value ids to tensors. Leaves given by neither get seeded random
+    tensors (value-id order, so the same graph and seed always get the same tensors).
+    """
+    env: dict[str, Any] = {}
+    if inputs is not None:
+        if isinstance(inputs, Mapping):
+            env.update(inputs)
+        else:
+            inputs = list(inputs)
+            if len(inputs) != len(graph.inputs):
+                raise ExecutionError(f"got {len(inputs)} inputs, the graph takes {len(graph.inputs)}",
+                                     where=graph.name, hint=f"inputs are {', '.join(graph.inputs)}")
+            env.update(zip(graph.inputs, inputs))
+    if params:
+        env.update(params)
+    gen = torch.Generator().manual_seed(seed)
+    for vid in leaf_values(graph):
+        if vid not in env:
+            v = graph.values[vid]
+            env[vid] = random_tensor(v.shape, v.dtype, gen)
+    for vid, t in env.items():
+        if isinstance(t, torch.Tensor) and t.device != torch.device(device):
+            env[vid] = t.to(device)
+    return env
+
+
+def params_from_module(graph: Graph, module: Any) -> dict[str, Any]:
+    """Map param/buffer/constant value ids to ``module``'s tensors via ``graph.meta["param_names"]``."""
+    names: Mapping[str, str] = graph.meta.get("param_names", {}) or {}
+    state = dict(module.state_dict(keep_vars=True))
+    state.update(dict(module.named_buffers()))
+    out: dict[str, Any] = {}
+    for vid, fqn in names.items():
+        t = state.get(fqn)
+        if t is None:
+            t = _getattr_path(module, fqn)
+        if isinstance(t, torch.Tensor):
+            out[vid] = t.detach()
+    return out
+
+
+def _getattr_path(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
