@@ -337,10 +337,25 @@ def demo() -> None:
     run_demo(out)
 
 
-def main() -> None:
-    """Entry point: user errors -> one or two lines on stderr and exit status 2."""
+def _click_exceptions():
+    """Typer may vendor its own click; catch both flavours."""
     import click
 
+    errors = [click.exceptions.ClickException]
+    exits = [click.exceptions.Exit, typer.Exit]
+    aborts = [click.exceptions.Abort, getattr(typer, "Abort", click.exceptions.Abort)]
+    try:
+        from typer._click import exceptions as vendored
+
+        errors.append(vendored.ClickException)
+    except ImportError:
+        pass
+    return tuple(errors), tuple(exits), tuple(aborts)
+
+
+def main() -> None:
+    """Entry point: user errors -> one or two lines on stderr and exit status 2."""
+    click_error, click_exit, click_abort = _click_exceptions()
     try:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
@@ -348,14 +363,18 @@ def main() -> None:
     except StreamplanError as e:
         err.print(f"error: {e.short()}", markup=False)
         sys.exit(2)
-    except click.exceptions.Abort:
+    except click_abort:
         err.print("aborted")
         sys.exit(130)
-    except click.exceptions.ClickException as e:  # bad usage: typer/click already formats it
+    except click_error as e:  # bad usage: say what was wrong with the command line
+        if type(e).__name__ == "NoArgsIsHelpError":
+            out.print(e.format_message(), markup=False)
+            sys.exit(0)
         err.print(f"error: {e.format_message()}", markup=False)
+        err.print("  hint: run with --help for the options", markup=False)
         sys.exit(2)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
+    except click_exit as e:
+        sys.exit(getattr(e, "exit_code", 0))
     except KeyboardInterrupt:
         sys.exit(130)
     except BrokenPipeError:

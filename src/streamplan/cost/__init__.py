@@ -1,0 +1,27 @@
+"""Cost model and simulator: device profiles, op costs, measured tables, the event simulator."""
+
+from streamplan.cost.devices import DEVICES, DeviceProfile, device_names, get_device
+from streamplan.cost.measured import MeasuredCostModel, MeasuredTable, op_signature
+from streamplan.cost.opcost import AnalyticCostModel, CostModel, FakeCostModel, is_view_op, resolve_cost
+from streamplan.cost.simulate import critical_path_ms, op_costs, simulate
+from streamplan.cost.timeline import OpSpan, Timeline
+
+__all__ = [
+    "DEVICES",
+    "AnalyticCostModel",
+    "CostModel",
+    "DeviceProfile",
+    "FakeCostModel",
+    "MeasuredCostModel",
+    "MeasuredTable",
+    "OpSpan",
+    "Timeline",
+    "critical_path_ms",
+    "device_names",
+    "get_device",
+    "is_view_op",
+    "op_costs",
+    "op_signature",
+    "resolve_cost",
+    "simulate",
+]

@@ -18,12 +18,9 @@ def write_output(path: str | Path, data: str | bytes, *, force: bool = False,
     that a failure leaves nothing half-written."""
     p = Path(path)
     for q in protected:
-        try:
-            if Path(q).exists() and p.exists() and p.resolve() == Path(q).resolve():
-                raise OutputFileError(f"refusing to overwrite the input file {q}", where=str(p),
-                                      hint="choose another output path")
-        except OSError:
-            pass
+        if _same_file(p, Path(q)):
+            raise OutputFileError(f"refusing to overwrite the input file {q}", where=str(p),
+                                  hint="choose another output path")
     if p.exists() and not force:
         raise OutputFileError("output file already exists", where=str(p),
                               hint="choose another path or pass --force to overwrite it")
@@ -36,3 +33,10 @@ def write_output(path: str | Path, data: str | bytes, *, force: bool = False,
         tmp.write_text(data)
     tmp.replace(p)
     return p
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except OSError:
+        return False

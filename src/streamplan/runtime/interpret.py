@@ -103,11 +103,22 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def random_tensor(shape: Sequence[int], dtype: str, generator: torch.Generator) -> torch.Tensor:
-    """A deterministic random tensor of ``shape``/``dtype`` (ints in [0, 4), bools False)."""
+def random_tensor(shape: Sequence[int], dtype: str, generator: torch.Generator, *,
+                  fan_in_scaled: bool = False) -> torch.Tensor:
+    """A deterministic random tensor of ``shape``/``dtype`` (ints in [0, 4), bools False).
+
+    ``fan_in_scaled`` divides by sqrt(prod(shape[1:])), as weight initialisers do, so
+    that deep random graphs keep finite values.
+    """
     dt = torch_dtype(dtype)
     if dt.is_floating_point:
-        return torch.randn(tuple(shape), generator=generator, dtype=torch.float32).to(dt)
+        t = torch.randn(tuple(shape), generator=generator, dtype=torch.float32)
+        if fan_in_scaled and len(shape) >= 2:
+            fan_in = 1
+            for d in shape[1:]:
+                fan_in *= d
+            t = t / max(1.0, fan_in) ** 0.5
+        return t.to(dt)
     if dt == torch.bool:
         return torch.zeros(tuple(shape), dtype=dt)
     return torch.randint(0, 4, tuple(shape), generator=generator, dtype=dt)
@@ -150,7 +161,7 @@ def initial_env(graph: Graph, inputs: Sequence[Any] | Mapping[str, Any] | None,
     for vid in leaf_values(graph):
         if vid not in env:
             v = graph.values[vid]
-            env[vid] = random_tensor(v.shape, v.dtype, gen)
+            env[vid] = random_tensor(v.shape, v.dtype, gen, fan_in_scaled=v.kind != "input")
     for vid, t in env.items():
         if isinstance(t, torch.Tensor) and t.device != torch.device(device):
             env[vid] = t.to(device)

@@ -9,7 +9,7 @@ ignore it.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class OutOfMemory(Exception):

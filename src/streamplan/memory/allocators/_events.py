@@ -28,8 +28,9 @@ class HostEvents:
     stream_uses: dict[str, frozenset[int]]  # storage -> streams of the ops that read or wrote it
 
 
-def host_events(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-                include_params: bool = False) -> HostEvents:
+def host_events(
+    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+) -> HostEvents:
     """The allocation and free events of ``schedule``'s host launch order."""
     order = schedule.launch_order
     _check_covers(graph, schedule)
@@ -94,9 +95,13 @@ def _check_covers(graph: Graph, schedule: StreamSchedule) -> None:
             parts.append(f"launches unknown ops {', '.join(extra[:5])}")
         if len(launched) != len(schedule.launch_order):
             parts.append("launches some op twice")
-        raise ScheduleError(f"schedule does not match graph {graph.name!r}: {'; '.join(parts)}",
-                            where=f"schedule {schedule.policy}",
-                            hint="schedule this graph again (each op exactly once)")
+        raise ScheduleError(
+            f"schedule does not match graph {graph.name!r}: {'; '.join(parts)}",
+            where=f"schedule {schedule.policy}",
+            hint="schedule this graph again (each op exactly once)",
+        )
     unassigned = [op for op in schedule.launch_order if op not in schedule.streams]
     if unassigned:
-        raise ScheduleError(f"ops without a stream: {', '.join(unassigned[:5])}", where=f"schedule {schedule.policy}")
+        raise ScheduleError(
+            f"ops without a stream: {', '.join(unassigned[:5])}", where=f"schedule {schedule.policy}"
+        )

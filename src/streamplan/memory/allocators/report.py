@@ -99,7 +99,11 @@ class AllocatorReport:
         return out
 
     def __str__(self) -> str:
-        what = "activations" + ("+inputs" if self.include_inputs else "") + ("+params" if self.include_params else "")
+        what = (
+            "activations"
+            + ("+inputs" if self.include_inputs else "")
+            + ("+params" if self.include_params else "")
+        )
         text = (
             f"allocator {self.model} ({what}): allocated peak {self.allocated_peak_bytes / MIB:.2f} MiB, "
             f"reserved peak {self.reserved_peak_bytes / MIB:.2f} MiB, {self.segments} segments"

@@ -129,7 +129,11 @@ class TorchCudaAllocator(Counters):
         """Assert the internal invariants (for tests): the blocks tile the reserved bytes."""
         free = sum(b.size for b in self._free_blocks.values())
         pending = sum(b.size for _, _, b in self._pending)
-        assert free + pending + self.allocated_bytes == self.reserved_bytes, (free, pending, self.allocated_bytes)
+        assert free + pending + self.allocated_bytes == self.reserved_bytes, (
+            free,
+            pending,
+            self.allocated_bytes,
+        )
         for lst in self._free_lists.values():
             assert lst == sorted(lst)
         for b in self._free_blocks.values():

@@ -1,0 +1,200 @@
+"""Discrete-event simulation of a ``StreamSchedule`` under a cost model.
+
+Semantics (DESIGN §5):
+
+- the host issues ops in launch order, paying each op's launch overhead, and never
+  blocks on the device; an op can start once its launch is done;
+- each stream runs its ops in launch order, one at a time; streams beyond the
+  device's hardware queues (8 by default) share a queue and so serialise in issue
+  order, as CUDA's connections do;
+- a wait blocks its stream until the op it names has finished;
+- ops running at once share the device by processor sharing: an op with standalone
+  time T progresses at ``min(1, 1/S) / T`` per ms, where S is the sum of the
+  occupancies of the running ops. Because every running op has the same factor, a
+  single "virtual clock" V with ``dV/dt = min(1, 1/S)`` tells when each op ends
+  (at ``V_start + T``), so one heap gives O(log n) per event.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+from streamplan.cost.devices import DeviceProfile
+from streamplan.cost.opcost import CostModel, resolve_cost
+from streamplan.cost.timeline import OpSpan, Timeline
+from streamplan.errors import ScheduleError
+from streamplan.ir.graph import Graph
+from streamplan.schedule.schedule import StreamSchedule
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class OpCosts:
+    """Per-op cost facts in launch order (what the event loop consumes)."""
+
+    time_ms: tuple[float, ...]
+    occupancy: tuple[float, ...]
+    launch_ms: tuple[float, ...]
+
+
+def op_costs(graph: Graph, ops: Sequence[str], cost: CostModel) -> OpCosts:
+    """Standalone time, occupancy and launch overhead of ``ops`` (view ops: zero time)."""
+    times, occ, launch = [], [], []
+    for op in ops:
+        node = graph.node(op)
+        t = max(0.0, float(cost.op_time_ms(graph, node)))
+        times.append(t)
+        occ.append(min(1.0, max(0.0, float(cost.occupancy(graph, node)))) if t > 0 else 0.0)
+        launch.append(max(0.0, float(cost.launch_overhead_ms(graph, node))))
+    return OpCosts(tuple(times), tuple(occ), tuple(launch))
+
+
+def critical_path_ms(graph: Graph, cost: CostModel | str = "v100") -> float:
+    """Longest dependency path of standalone op times (a lower bound on any makespan)."""
+    model = resolve_cost(cost)
+    finish = [0.0] * len(graph.nodes)
+    for i, (node, preds) in enumerate(zip(graph.nodes, graph.pred_positions())):
+        ready = max((finish[j] for j in preds), default=0.0)
+        finish[i] = ready + max(0.0, model.op_time_ms(graph, node))
+    return max(finish, default=0.0)
+
+
+def simulate(graph: Graph, schedule: StreamSchedule, cost: CostModel | str | DeviceProfile = "v100", *,
+             max_queues: int | None = None) -> Timeline:
+    """Predict the timeline of ``schedule`` on a device (a name such as ``"v100"`` or a ``CostModel``).
+
+    ``max_queues`` overrides the device's hardware queue count (streams beyond it
+    share queues). Raises ``ScheduleError`` when the schedule does not match the
+    graph, waits on an op launched later, or deadlocks.
+    """
+    model = resolve_cost(cost)
+    order = schedule.launch_order
+    index = _check_schedule(graph, schedule)
+    costs = op_costs(graph, order, model)
+    if max_queues is None:
+        device = getattr(model, "device", None)
+        max_queues = getattr(device, "max_queues", None) or len(order) or 1
+    stream_ids = sorted(set(schedule.streams[op] for op in order))
+    slot = {s: k % max_queues for k, s in enumerate(stream_ids)}
+    queue = [slot[schedule.streams[op]] for op in order]
+    waits: list[list[int]] = [[] for _ in order]
+    for w in schedule.waits:
+        waits[index[w.before]].append(index[w.after])
+    launch_done, start, end = run_events(costs, queue, waits)
+    stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
+    if stuck:
+        raise ScheduleError(f"schedule deadlocks: {len(stuck)} ops never run, first {stuck[0]!r}",
+                            where=schedule.policy,
+                            hint="a wait names an op that is queued behind the waiting op on one hardware queue")
+    spans = tuple(OpSpan(op, schedule.streams[op], launch_done[i], start[i], end[i]) for i, op in enumerate(order))
+    busy: dict[int, float] = {}
+    for s in spans:
+        busy[s.stream] = busy.get(s.stream, 0.0) + (s.end_ms - s.start_ms)
+    makespan = max((s.end_ms for s in spans), default=0.0)
+    meta = {"policy": schedule.policy, "queues": len(set(queue)), "sum_op_ms": sum(costs.time_ms),
+            "launch_ms": sum(costs.launch_ms)}
+    return Timeline(spans, makespan, busy, model.device_name, meta)
+
+
+def run_events(costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
+               ) -> tuple[list[float], list[float], list[float]]:
+    """The event loop on plain arrays (ops numbered in launch order).
+
+    ``queue[i]`` is op i's hardware queue, ``waits[i]`` the ops it waits for (each
+    launched before i). Returns (launch done, start, end) per op; ops that never
+    ran (deadlock) have NaN times.
+    """
+    n = len(queue)
+    times, occ = costs.time_ms, costs.occupancy
+    launch_done, t = [], 0.0
+    for x in costs.launch_ms:
+        t += x
+        launch_done.append(t)
+    start = [math.nan] * n
+    end = [math.nan] * n
+    done = bytearray(n)
+    nq = (max(queue) + 1) if n else 0
+    pending: list[deque[int]] = [deque() for _ in range(nq)]
+    running = [-1] * nq
+    blocked_on: dict[int, list[int]] = {}
+    heap: list[tuple[float, int]] = []
+    now = vclock = load = 0.0
+    next_launch = 0
+
+    def try_start(q: int, retry: list[int]) -> None:
+        nonlocal load
+        while running[q] < 0 and pending[q]:
+            i = pending[q][0]
+            for w in waits[i]:
+                if not done[w]:
+                    blocked_on.setdefault(w, []).append(q)
+                    return
+            pending[q].popleft()
+            start[i] = now
+            if times[i] <= 0.0:
+                end[i] = now
+                done[i] = 1
+                retry.extend(blocked_on.pop(i, ()))
+                continue
+            running[q] = i
+            load += occ[i]
+            heapq.heappush(heap, (vclock + times[i], i))
+
+    while next_launch < n or heap:
+        rate = 1.0 if load <= 1.0 else 1.0 / load
+        t_launch = launch_done[next_launch] if next_launch < n else math.inf
+        t_finish = now + (heap[0][0] - vclock) / rate if heap else math.inf
+        retry: list[int] = []
+        if t_launch <= t_finish:
+            vclock += (t_launch - now) * rate
+            now = t_launch
+            q = queue[next_launch]
+            pending[q].append(next_launch)
+            next_launch += 1
+            retry.append(q)
+        else:
+            vclock = heap[0][0]
+            now = t_finish
+            while heap and heap[0][0] <= vclock + _EPS * max(1.0, vclock):
+                _, i = heapq.heappop(heap)
+                end[i] = now
+                done[i] = 1
+                q = queue[i]
+                running[q] = -1
+                load -= occ[i]
+                retry.append(q)
+                retry.extend(blocked_on.pop(i, ()))
+            if not heap:
+                load = 0.0  # drop accumulated rounding
+        while retry:
+            try_start(retry.pop(), retry)
+    return launch_done, start, end
+
+
+def _check_schedule(graph: Graph, schedule: StreamSchedule) -> dict[str, int]:
+    """Launch index of every op; errors for missing, repeated or unknown ops and late waits."""
+    index: dict[str, int] = {}
+    for i, op in enumerate(schedule.launch_order):
+        if op in index:
+            raise ScheduleError(f"op {op!r} is launched twice", where=schedule.policy)
+        if not graph.has_node(op):
+            raise ScheduleError(f"op {op!r} is not in graph {graph.name!r}", where=schedule.policy)
+        if op not in schedule.streams:
+            raise ScheduleError(f"op {op!r} has no stream", where=schedule.policy)
+        index[op] = i
+    if len(index) != len(graph.nodes):
+        missing = next(n for n in graph.node_ids if n not in index)
+        raise ScheduleError(f"{len(graph.nodes) - len(index)} ops are never launched, e.g. {missing!r}",
+                            where=schedule.policy)
+    for w in schedule.waits:
+        if w.after not in index or w.before not in index:
+            raise ScheduleError(f"wait {w.after!r} -> {w.before!r} names an unknown op", where=schedule.policy)
+        if index[w.after] >= index[w.before]:
+            raise ScheduleError(f"{w.before!r} waits for {w.after!r}, which is launched later",
+                                where=schedule.policy, hint="an event must be recorded before it is waited on")
+    return index

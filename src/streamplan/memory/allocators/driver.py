@@ -1,0 +1,147 @@
+"""``replay``: run a schedule's host-order allocations and frees through an allocator model."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from streamplan.cost.timeline import OpSpan, Timeline
+from streamplan.errors import ModelSpecError, ScheduleError, StreamplanError
+from streamplan.ir.graph import Graph
+from streamplan.memory.allocators._base import OutOfMemory
+from streamplan.memory.allocators._events import host_events
+from streamplan.memory.allocators.exact import ExactAllocator
+from streamplan.memory.allocators.page import PageAllocator
+from streamplan.memory.allocators.pow2 import Pow2Allocator
+from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, AllocatorStep
+from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator
+from streamplan.schedule.schedule import StreamSchedule
+
+MODELS = ("exact", "page", "pow2", "torch-cuda")
+RESIDENT_STREAM = -1  # inputs/params are created on the default stream, not a schedule stream
+
+_CLASSES = {
+    "exact": ExactAllocator,
+    "page": PageAllocator,
+    "pow2": Pow2Allocator,
+    "torch-cuda": TorchCudaAllocator,
+}
+
+
+def replay(
+    graph: Graph,
+    schedule: StreamSchedule,
+    model: str = "torch-cuda",
+    *,
+    timeline: Timeline | None = None,
+    device_memory_bytes: int | None = None,
+    include_inputs: bool = False,
+    include_params: bool = False,
+) -> AllocatorReport:
+    """Replay ``schedule``'s host launch order through allocator ``model`` (one of ``MODELS``).
+
+    Each activation storage is allocated when the host launches its producer and
+    freed once the host has launched its last user; graph outputs stay. With
+    ``include_inputs``/``include_params`` those storages are allocated first (params,
+    then inputs, on the default stream, a pool of its own) and never freed, as in a
+    measured ``max_memory_allocated``. Zero-byte storages allocate nothing.
+
+    For ``torch-cuda``, a storage used on streams other than its allocating one is
+    held after its free until the event recorded on each of those streams at free
+    time completes: that event follows the last op launched on the stream so far,
+    so with ``timeline`` the block is reusable by an allocation whose host launch
+    time is at or after that op's simulated end. Without a timeline the device is
+    assumed to lag behind the host: held blocks come back only when the
+    out-of-memory path synchronises (the largest reserved figure). The other models
+    ignore streams. ``device_memory_bytes`` is the capacity available to the
+    allocator: the replay stops at the first request that does not fit even after
+    the cache is emptied, and ``oom`` says where.
+    """
+    name = _model_name(model)
+    if device_memory_bytes is not None and device_memory_bytes <= 0:
+        raise StreamplanError(f"device memory must be positive, got {device_memory_bytes} bytes")
+    events = host_events(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    spans = _spans(timeline, schedule) if timeline is not None else None
+    alloc: Any = _CLASSES[name](device_memory_bytes)
+    handles: dict[str, tuple[Any, int]] = {}
+    trace: list[AllocatorStep] = []
+    oom = None
+    op: str | None = None
+    sid = ""
+    try:
+        for sid, nbytes in events.residents:  # noqa: B007 (sid names a failing request)
+            if nbytes > 0:
+                alloc.malloc(nbytes, RESIDENT_STREAM, None)
+        last_on_stream: dict[int, str] = {}
+        streams = schedule.streams
+        for i, op in enumerate(schedule.launch_order):
+            stream = streams[op]
+            last_on_stream[stream] = op
+            now_ms = spans[op].launch_ms if spans is not None else None
+            for sid, nbytes in events.allocs[i]:
+                if nbytes > 0:
+                    handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream)
+            trace.append(AllocatorStep(op, alloc.allocated_bytes, alloc.reserved_bytes))
+            for sid in events.frees[i]:
+                entry = handles.pop(sid, None)
+                if entry is not None:
+                    others = events.stream_uses[sid] - {entry[1]}
+                    alloc.free(entry[0], _ready_ms(others, last_on_stream, spans))
+    except OutOfMemory as e:
+        nbytes = graph.storages()[sid].nbytes
+        oom = AllocatorOOM(
+            op,
+            sid,
+            nbytes,
+            e.device_request_bytes,
+            alloc.allocated_bytes,
+            alloc.reserved_bytes,
+            int(device_memory_bytes or 0),
+        )
+    return AllocatorReport(
+        model=name,
+        allocated_peak_bytes=alloc.allocated_peak_bytes,
+        reserved_peak_bytes=alloc.reserved_peak_bytes,
+        trace=tuple(trace),
+        oom=oom,
+        segments=alloc.segments_peak,
+        segment_allocs=alloc.segment_allocs,
+        alloc_retries=alloc.alloc_retries,
+        resident_bytes=sum(n for _, n in events.residents),
+        include_inputs=include_inputs,
+        include_params=include_params,
+        uses_timeline=spans is not None,
+    )
+
+
+def _ready_ms(
+    others: frozenset[int], last_on_stream: dict[int, str], spans: dict[str, OpSpan] | None
+) -> float | None:
+    """When the events recorded now on ``others`` complete (None: no other stream used it)."""
+    if not others:
+        return None
+    if spans is None:
+        return math.inf
+    return max(spans[last_on_stream[s]].end_ms for s in others)
+
+
+def _model_name(model: str) -> str:
+    name = model.strip().lower().replace("_", "-")
+    if name not in MODELS:
+        raise ModelSpecError(
+            f"unknown allocator model {model!r}", where="allocator", hint=f"use one of {', '.join(MODELS)}"
+        )
+    return name
+
+
+def _spans(timeline: Timeline, schedule: StreamSchedule) -> dict[str, OpSpan]:
+    spans = timeline.by_op()
+    missing = [op for op in schedule.launch_order if op not in spans]
+    if missing:
+        raise ScheduleError(
+            f"the timeline has no span for {', '.join(missing[:5])}"
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""),
+            where=f"schedule {schedule.policy}",
+            hint="simulate this schedule (not another one) and pass its timeline",
+        )
+    return spans

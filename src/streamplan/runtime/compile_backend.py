@@ -1,0 +1,130 @@
+"""A ``torch.compile`` backend that runs each captured graph with a streamplan schedule.
+
+``torch.compile(model, backend=streamplan.runtime.backend(policy="nimble"))``, or
+``backend="streamplan"`` (registered with dynamo on first use of ``streamplan.runtime``).
+Dynamo hands over a torch-level FX graph; AOTAutograd lowers it to ATen (forward
+compiler below), which is converted to a streamplan ``Graph`` (placeholders become
+graph inputs, in order), scheduled with the policy and run by the CPU or CUDA
+executor. Whatever cannot be converted, scheduled or run falls back to eager, with
+one warning per reason ("streamplan: falling back to eager for ...: reason").
+Backward graphs (training) always run eagerly.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from streamplan.errors import StreamplanError
+
+_WARNED: set[str] = set()
+_WARN_LOCK = threading.Lock()
+_REGISTERED = False
+
+
+def warn_fallback(what: str, reason: str) -> None:
+    """Warn once per distinct reason that ``what`` runs eagerly."""
+    key = f"{what}: {reason}"
+    with _WARN_LOCK:
+        if reason in _WARNED:
+            return
+        _WARNED.add(reason)
+    warnings.warn(f"streamplan: falling back to eager for {key}", RuntimeWarning, stacklevel=3)
+
+
+def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = None) -> Callable[..., Any]:
+    """A ``torch.compile`` backend running graphs under ``policy`` on ``device`` (default: the inputs')."""
+
+    def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        def forward_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
+            return _compile_forward(fx_gm, fx_inputs, policy, max_streams, device)
+
+        def eager_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
+            return _boxed(fx_gm.forward)
+
+        return aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler,
+                                     bw_compiler=eager_compiler)
+
+    compile_fx.__name__ = f"streamplan_{policy}"
+    return compile_fx
+
+
+def _compile_forward(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any], policy: str, max_streams: int,
+                     device: str | None) -> Callable[..., Any]:
+    from streamplan.runtime.compare import make_schedule
+    from streamplan.runtime.cuda import StreamExecutor
+    from streamplan.runtime.execute import check_schedule_covers
+    from streamplan.runtime.interpret import check_supported
+
+    name = f"graph of {len(fx_gm.graph.nodes)} fx nodes"
+    try:
+        graph, constants = _to_graph(fx_gm)
+        if len(graph.inputs) != len(fx_inputs) or not graph.nodes:
+            raise StreamplanError("inputs do not map one to one" if graph.nodes else "nothing to schedule")
+        check_supported(graph)
+        schedule = make_schedule(graph, policy, max_streams)
+        check_schedule_covers(graph, schedule)
+    except (StreamplanError, KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
+        warn_fallback(name, f"{type(e).__name__}: {e}".splitlines()[0])
+        return _boxed(fx_gm.forward)
+    run_device = device or _device_of(fx_inputs)
+    cuda_executor = None
+    if run_device.startswith("cuda"):
+        from streamplan.runtime.backend_api import TorchCudaBackend
+
+        cuda_executor = StreamExecutor(graph, schedule, TorchCudaBackend())
+
+    def run_graph(*args: Any) -> list[Any]:
+        env = dict(zip(graph.inputs, args))
+        env.update(constants)
+        if cuda_executor is not None:
+            return list(cuda_executor.launch(env))
+        from streamplan.runtime.cpu import execute_cpu
+        from streamplan.runtime.execute import one_thread
+
+        with one_thread():
+            return list(execute_cpu(graph, schedule, env))
+
+    return _boxed(run_graph)
+
+
+def _to_graph(fx_gm: torch.fx.GraphModule):
+    from streamplan.runtime.fx_convert import fx_to_graph
+
+    return fx_to_graph(fx_gm, name="torch.compile")
+
+
+def _device_of(inputs: list[Any]) -> str:
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            return str(x.device)
+    return "cpu"
+
+
+def _boxed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """AOTAutograd's boxed calling convention: the compiled function takes one list of args."""
+
+    def boxed(args: list[Any]) -> Any:
+        flat = list(args)
+        args.clear()
+        return fn(*flat)
+
+    boxed._boxed_call = True  # type: ignore[attr-defined]
+    return boxed
+
+
+def register() -> None:
+    """Register ``backend="streamplan"`` with dynamo (once)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from torch._dynamo import list_backends, register_backend
+
+    if "streamplan" not in list_backends(exclude_tags=()):
+        register_backend(name="streamplan")(backend())
+    _REGISTERED = True

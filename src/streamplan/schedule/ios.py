@@ -1,0 +1,357 @@
+"""``ios``: the IOS dynamic program over stages (Ding et al., MLSys 2021), costed by the simulator.
+
+The graph is cut into blocks at single-node cuts (no dependency jumps over the
+node in graph order), and long stretches are capped at ``block_ops`` ops. Within a
+block, a memoised DP over the set R of ops not yet scheduled picks a last stage S:
+a non-empty subset of R that no edge leaves towards R \\ S. A stage is up to ``s``
+groups run concurrently, one stream each; a group is a dependency-ordered sequence
+of up to ``r`` ops. ``cost(R) = min_S cost(R \\ S) + stage_time(S)``, where
+``stage_time`` simulates the stage alone with the cost model (cached by stage).
+
+Two partitions of an ending into groups are tried:
+
+- IOS's own: the weakly connected components of S, each one group;
+- the endings IOS misses: components split into dependency chains, so that two
+  groups may share a descendant (the joining op waits for the other group with an
+  event instead of serialising the whole component on one stream).
+
+IOS's "merge" stage (convs with one input fused into one kernel) is not generated:
+it needs a kernel the runtime does not have. Stages are separated by a device-wide
+barrier, expressed as waits (every group of a stage waits for every group of the
+previous one) and thinned by ``derive_waits``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from streamplan.cost.opcost import CostModel, resolve_cost
+from streamplan.cost.simulate import OpCosts, op_costs, run_events, simulate
+from streamplan.ir.graph import Graph
+from streamplan.schedule.events import derive_waits
+from streamplan.schedule.schedule import StreamSchedule
+
+MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
+
+
+def schedule_ios(graph: Graph, *, max_streams: int = 8, device: str = "v100", cost: CostModel | None = None,
+                 r: int = 3, s: int = 8, block_ops: int = 20, progress: bool = False) -> StreamSchedule:
+    """The IOS schedule of ``graph``: stages of up to ``s`` concurrent groups of up to ``r`` ops.
+
+    ``cost`` (default: the analytic model of ``device``) times every candidate stage.
+    ``meta`` holds ``stages`` (lists of groups of op ids), ``search_time_s``,
+    ``blocks``, ``predicted_ms`` (the simulated makespan) and ``truncated_states``.
+    """
+    t0 = time.perf_counter()
+    model = resolve_cost(cost, default=device)
+    ids = graph.node_ids
+    costs = op_costs(graph, ids, model)
+    groups_cap = max(1, min(s, max_streams))
+    blocks = split_blocks(graph, block_ops)
+    stages: list[list[list[int]]] = []
+    search = _BlockSearch(graph, costs, r=max(1, r), s=groups_cap)
+    bar = _Progress(progress, len(blocks), t0)
+    for block in blocks:
+        stages.extend(search.run(block))
+        bar.advance()
+    bar.close()
+    schedule = _to_schedule(graph, stages, max_streams)
+    predicted = simulate(graph, schedule, model).makespan_ms
+    meta: dict[str, Any] = {
+        "stages": [[[ids[i] for i in g] for g in st] for st in stages],
+        "blocks": len(blocks),
+        "r": r,
+        "s": groups_cap,
+        "truncated_states": search.truncated,
+        "predicted_ms": predicted,
+        "device": model.device_name,
+        "search_time_s": time.perf_counter() - t0,
+    }
+    return schedule.replace(meta=meta)
+
+
+def split_blocks(graph: Graph, block_ops: int) -> list[list[int]]:
+    """Positions of each block: cut after every node no dependency jumps over, and every ``block_ops``."""
+    succ = graph.succ_positions()
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    reach = -1  # furthest successor of any node seen so far
+    for i in range(len(graph.nodes)):
+        current.append(i)
+        reach = max(reach, max(succ[i], default=i))
+        if reach <= i or len(current) >= block_ops:
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+class _BlockSearch:
+    """The DP for one block at a time; stage costs are cached across blocks by op set."""
+
+    def __init__(self, graph: Graph, costs: OpCosts, *, r: int, s: int):
+        self.graph, self.costs, self.r, self.s = graph, costs, r, s
+        self.stage_cache: dict[tuple[int, ...], tuple[float, list[list[int]]]] = {}
+        self.truncated = 0
+
+    def run(self, block: list[int]) -> list[list[list[int]]]:
+        """Stages (groups of graph positions, in run order) for one block."""
+        k = len(block)
+        local = {p: j for j, p in enumerate(block)}
+        preds = [0] * k
+        succs = [0] * k
+        for j, p in enumerate(block):
+            for q in self.graph.pred_positions()[p]:
+                if q in local:
+                    preds[j] |= 1 << local[q]
+                    succs[local[q]] |= 1 << j
+        self.block, self.preds, self.succs = block, preds, succs
+        memo: dict[int, tuple[float, int, list[list[int]]]] = {0: (0.0, 0, [])}
+        full = (1 << k) - 1
+        self._solve(full, memo)
+        stages = []
+        state = full
+        while state:
+            _, ending, groups = memo[state]
+            stages.append([[block[j] for j in g] for g in groups])
+            state &= ~ending
+        stages.reverse()
+        return stages
+
+    def _solve(self, state: int, memo: dict[int, tuple[float, int, list[list[int]]]]) -> float:
+        hit = memo.get(state)
+        if hit is not None:
+            return hit[0]
+        best = (float("inf"), 0, [])
+        for ending in self._endings(state):
+            stage_ms, groups = self._stage(ending)
+            if stage_ms >= best[0]:
+                continue
+            total = stage_ms + self._solve(state & ~ending, memo)
+            if total < best[0]:
+                best = (total, ending, groups)
+        memo[state] = best
+        return best[0]
+
+    def _endings(self, state: int) -> list[int]:
+        """Every non-empty S within ``state`` with no edge from S to state \\ S, |S| <= r*s."""
+        preds, succs = self.preds, self.succs
+        limit = self.r * self.s
+        out: list[int] = []
+        sinks = 0
+        for j in _bits(state):
+            if not succs[j] & state:
+                sinks |= 1 << j
+        stack = [(0, sinks, 0)]
+        while stack:
+            chosen, cand, excl = stack.pop()
+            size = chosen.bit_count()
+            while cand:
+                c = cand & -cand
+                cand &= ~c
+                new = chosen | c
+                out.append(new)
+                if len(out) >= MAX_ENDINGS_PER_STATE:
+                    self.truncated += 1
+                    return out
+                if size + 1 < limit:
+                    grow = 0
+                    j = c.bit_length() - 1
+                    for p in _bits(preds[j] & state & ~new & ~excl):
+                        if not succs[p] & state & ~new:
+                            grow |= 1 << p
+                    stack.append((new, (cand | grow) & ~excl, excl))
+                excl |= c
+        return out
+
+    def _stage(self, ending: int) -> tuple[float, list[list[int]]]:
+        """Best (time, groups) of a stage; groups hold local indices in dependency order."""
+        key = tuple(self.block[j] for j in _bits(ending))
+        hit = self.stage_cache.get(key)
+        if hit is not None:
+            return hit[0], [[self._local(p) for p in g] for g in hit[1]]
+        best: tuple[float, list[list[int]]] = (float("inf"), [])
+        for groups in self._partitions(ending):
+            t = self._time(groups)
+            if t < best[0]:
+                best = (t, groups)
+        self.stage_cache[key] = (best[0], [[self.block[j] for j in g] for g in best[1]])
+        return best
+
+    def _local(self, position: int) -> int:
+        return self.block.index(position)
+
+    def _partitions(self, ending: int) -> list[list[list[int]]]:
+        """IOS's partition (components) if it fits, and the chain split (groups sharing descendants)."""
+        out = []
+        comps = _components(ending, self.preds, self.succs)
+        if len(comps) <= self.s and all(len(c) <= self.r for c in comps):
+            out.append(comps)
+        chains = []
+        for comp in comps:
+            chains.extend(_chains(comp, self.preds, self.r))
+        if len(chains) <= self.s and chains != comps:
+            out.append(chains)
+        return out
+
+    def _time(self, groups: list[list[int]]) -> float:
+        """Simulated time of one stage run alone (its launches included)."""
+        order = _stage_order(groups, self.preds)
+        where = {j: n for n, j in enumerate(order)}
+        group_of = {j: g for g, grp in enumerate(groups) for j in grp}
+        c = self.costs
+        pos = [self.block[j] for j in order]
+        sub = OpCosts(tuple(c.time_ms[p] for p in pos), tuple(c.occupancy[p] for p in pos),
+                      tuple(c.launch_ms[p] for p in pos))
+        waits = [[where[q] for q in _bits(self.preds[j]) if q in where and group_of[q] != group_of[j]]
+                 for j in order]
+        _, _, end = run_events(sub, [group_of[j] for j in order], waits)
+        return max(end, default=0.0)
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _components(ending: int, preds: list[int], succs: list[int]) -> list[list[int]]:
+    """Weakly connected components of the ops in ``ending``, each in local (topological) order."""
+    comps = []
+    left = ending
+    while left:
+        seed = left & -left
+        comp = seed
+        frontier = seed
+        while frontier:
+            j = (frontier & -frontier).bit_length() - 1
+            frontier &= frontier - 1
+            nxt = (preds[j] | succs[j]) & ending & ~comp
+            comp |= nxt
+            frontier |= nxt
+        left &= ~comp
+        comps.append(list(_bits(comp)))
+    return comps
+
+
+def _chains(comp: list[int], preds: list[int], r: int) -> list[list[int]]:
+    """Greedy chain cover in topological order: extend a chain ending in a predecessor, else start one."""
+    chains: list[list[int]] = []
+    for j in comp:
+        for ch in chains:
+            if len(ch) < r and preds[j] >> ch[-1] & 1 and all(not (preds[j] >> x & 1) or x in ch or True
+                                                               for x in ()):
+                ch.append(j)
+                break
+        else:
+            chains.append([j])
+    return chains
+
+
+def _stage_order(groups: list[list[int]], preds: list[int]) -> list[int]:
+    """Launch order within a stage: round-robin over groups, kept topological (Kahn by priority)."""
+    rank = {j: (i, g) for g, grp in enumerate(groups) for i, j in enumerate(grp)}
+    members = 0
+    for grp in groups:
+        for j in grp:
+            members |= 1 << j
+    indeg = {j: (preds[j] & members).bit_count() for j in rank}
+    ready = sorted((rank[j], j) for j, d in indeg.items() if d == 0)
+    order = []
+    while ready:
+        _, j = ready.pop(0)
+        order.append(j)
+        for q in rank:
+            if preds[q] >> j & 1:
+                indeg[q] -= 1
+                if indeg[q] == 0:
+                    ready.append((rank[q], q))
+        ready.sort()
+    return order
+
+
+def _to_schedule(graph: Graph, stages: list[list[list[int]]], max_streams: int) -> StreamSchedule:
+    """Launch stage by stage; group g of a stage on its own stream; barriers as (thinned) waits."""
+    ids = graph.node_ids
+    pred_pos = graph.pred_positions()
+    launch: list[str] = []
+    streams: dict[str, int] = {}
+    extra: dict[str, list[str]] = {}
+    prev_tails: list[str] = []
+    for stage in stages:
+        stream_of_group = _assign_streams(stage, streams, ids, pred_pos, max_streams)
+        members = {p: g for g, grp in enumerate(stage) for p in grp}
+        local_preds = {p: sum(1 << q for q in pred_pos[p] if q in members) for p in members}
+        for p in _stage_order_positions(stage, local_preds):
+            streams[ids[p]] = stream_of_group[members[p]]
+            launch.append(ids[p])
+        for grp in stage:
+            extra[ids[grp[0]]] = list(prev_tails)
+        prev_tails = [ids[grp[-1]] for grp in stage]
+    waits = derive_waits(graph, launch, streams, extra_deps=extra)
+    return StreamSchedule(tuple(launch), streams, waits, "ios")
+
+
+def _stage_order_positions(stage: list[list[int]], local_preds: dict[int, int]) -> list[int]:
+    rank = {p: (i, g) for g, grp in enumerate(stage) for i, p in enumerate(grp)}
+    order: list[int] = []
+    placed: set[int] = set()
+    pending = sorted(rank, key=rank.__getitem__)
+    while pending:
+        for p in pending:
+            if all(q in placed for q in _bits(local_preds[p])):
+                order.append(p)
+                placed.add(p)
+                pending.remove(p)
+                break
+    return order
+
+
+def _assign_streams(stage: list[list[int]], streams: dict[str, int], ids: tuple[str, ...],
+                    pred_pos: list[tuple[int, ...]], max_streams: int) -> list[int]:
+    """Stream per group: the stream of the group's first predecessor when free (fewer waits)."""
+    used: set[int] = set()
+    out = [-1] * len(stage)
+    for g, grp in enumerate(stage):
+        for q in pred_pos[grp[0]]:
+            s = streams.get(ids[q])
+            if s is not None and s not in used:
+                out[g] = s
+                used.add(s)
+                break
+    free = (x for x in range(max_streams) if x not in used)
+    for g in range(len(stage)):
+        if out[g] < 0:
+            out[g] = next(free, g % max_streams)
+            used.add(out[g])
+    return out
+
+
+class _Progress:
+    """A rich progress bar over blocks, shown only once the search has run for a second."""
+
+    def __init__(self, enabled: bool, total: int, t0: float):
+        self.enabled, self.total, self.t0 = enabled, total, t0
+        self.done = 0
+        self.bar: Any = None
+        self.task: Any = None
+
+    def advance(self) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        if self.bar is None and time.perf_counter() - self.t0 > 1.0:
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("ios search (blocks)", total=self.total, completed=self.done)
+        elif self.bar is not None:
+            self.bar.update(self.task, completed=self.done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
