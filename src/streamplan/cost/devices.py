@@ -51,7 +51,7 @@ class DeviceProfile:
         """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""
         return self.peak_flops.get(precision, self.peak_flops["fp32"])
 
-    def replace(self, **changes: object) -> "DeviceProfile":
+    def replace(self, **changes: object) -> DeviceProfile:
         """A copy with some constants changed (what calibration experiments use)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
@@ -62,45 +62,77 @@ _GPU_KERNEL_FIXED_MS = 0.004
 
 DEVICES: dict[str, DeviceProfile] = {
     "v100": DeviceProfile(
-        "v100", "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
+        "v100",
+        "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
         sms=80,
         peak_flops={"fp32": 15.7 * TERA, "fp16": 125 * TERA, "fp64": 7.8 * TERA},
         mem_bw_bytes_per_s=900 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
     ),
     "a100": DeviceProfile(
-        "a100", "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
+        "a100",
+        "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
         sms=108,
-        peak_flops={"fp32": 19.5 * TERA, "tf32": 156 * TERA, "fp16": 312 * TERA, "bf16": 312 * TERA,
-                    "fp64": 19.5 * TERA},
+        peak_flops={
+            "fp32": 19.5 * TERA,
+            "tf32": 156 * TERA,
+            "fp16": 312 * TERA,
+            "bf16": 312 * TERA,
+            "fp64": 19.5 * TERA,
+        },
         mem_bw_bytes_per_s=1555 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS, conv_tf32=True,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        conv_tf32=True,
     ),
     "h100": DeviceProfile(
-        "h100", "NVIDIA H100 SXM5 (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
+        "h100",
+        "NVIDIA H100 SXM5 (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
         sms=132,
-        peak_flops={"fp32": 67 * TERA, "tf32": 494.7 * TERA, "fp16": 989 * TERA, "bf16": 989 * TERA,
-                    "fp64": 67 * TERA},
+        peak_flops={
+            "fp32": 67 * TERA,
+            "tf32": 494.7 * TERA,
+            "fp16": 989 * TERA,
+            "bf16": 989 * TERA,
+            "fp64": 67 * TERA,
+        },
         mem_bw_bytes_per_s=3350 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS, conv_tf32=True,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        conv_tf32=True,
     ),
     "h200": DeviceProfile(
-        "h200", "NVIDIA H200 SXM (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
+        "h200",
+        "NVIDIA H200 SXM (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
         sms=132,
-        peak_flops={"fp32": 67 * TERA, "tf32": 494.7 * TERA, "fp16": 989 * TERA, "bf16": 989 * TERA,
-                    "fp64": 67 * TERA},
+        peak_flops={
+            "fp32": 67 * TERA,
+            "tf32": 494.7 * TERA,
+            "fp16": 989 * TERA,
+            "bf16": 989 * TERA,
+            "fp64": 67 * TERA,
+        },
         mem_bw_bytes_per_s=4800 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS, kernel_fixed_ms=_GPU_KERNEL_FIXED_MS, conv_tf32=True,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        conv_tf32=True,
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
     "cpu": DeviceProfile(
-        "cpu", "generic 16-core AVX2 CPU (~1 TFLOP/s fp32, 100 GB/s)",
+        "cpu",
+        "generic 16-core AVX2 CPU (~1 TFLOP/s fp32, 100 GB/s)",
         sms=16,
         peak_flops={"fp32": 1.0 * TERA, "fp64": 0.5 * TERA},
         mem_bw_bytes_per_s=100 * GIGA,
-        launch_overhead_ms=0.01, kernel_fixed_ms=0.002, max_queues=16,
-        gemm_efficiency=0.5, vector_efficiency=0.3, memory_efficiency=0.6,
-        gemm_blocks_per_sm=1, vector_blocks_per_sm=1,
+        launch_overhead_ms=0.01,
+        kernel_fixed_ms=0.002,
+        max_queues=16,
+        gemm_efficiency=0.5,
+        vector_efficiency=0.3,
+        memory_efficiency=0.6,
+        gemm_blocks_per_sm=1,
+        vector_blocks_per_sm=1,
     ),
 }
 
@@ -117,5 +149,4 @@ def get_device(name: str | DeviceProfile) -> DeviceProfile:
     try:
         return DEVICES[name.lower()]
     except (KeyError, AttributeError):
-        raise ModelSpecError(f"unknown device {name!r}",
-                             hint=f"use one of {', '.join(DEVICES)}") from None
+        raise ModelSpecError(f"unknown device {name!r}", hint=f"use one of {', '.join(DEVICES)}") from None

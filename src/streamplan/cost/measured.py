@@ -13,9 +13,10 @@ Two nodes with the same signature cost the same.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import CostModel, resolve_cost
@@ -61,22 +62,24 @@ class MeasuredTable:
         return {"schema": SCHEMA, "version": 1, "device": self.device, "ops": dict(self.ops)}
 
     @staticmethod
-    def from_dict(data: Any, *, source: str = "<dict>") -> "MeasuredTable":
+    def from_dict(data: Any, *, source: str = "<dict>") -> MeasuredTable:
         try:
             if not isinstance(data, dict) or data.get("schema") != SCHEMA:
                 raise ValueError(f'schema is not "{SCHEMA}"')
             ops = {str(k): float(v) for k, v in data["ops"].items()}
             return MeasuredTable(str(data.get("device", "")), ops)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise FileFormatError(f"malformed measured-latency table ({e})", where=source,
-                                  hint=f'expected {{"schema": "{SCHEMA}", "device": ..., "ops": {{signature: ms}}}}'
-                                  ) from None
+            raise FileFormatError(
+                f"malformed measured-latency table ({e})",
+                where=source,
+                hint=f'expected {{"schema": "{SCHEMA}", "device": ..., "ops": {{signature: ms}}}}',
+            ) from None
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True))
 
     @staticmethod
-    def load(path: str | Path) -> "MeasuredTable":
+    def load(path: str | Path) -> MeasuredTable:
         p = Path(path)
         try:
             data = json.loads(p.read_text())
@@ -94,8 +97,11 @@ class MeasuredCostModel(CostModel):
     standalone latencies says nothing about how much of the device an op fills).
     """
 
-    def __init__(self, table: MeasuredTable | Mapping[str, float] | str | Path,
-                 fallback: CostModel | str | DeviceProfile | None = None):
+    def __init__(
+        self,
+        table: MeasuredTable | Mapping[str, float] | str | Path,
+        fallback: CostModel | str | DeviceProfile | None = None,
+    ):
         if isinstance(table, (str, Path)):
             table = MeasuredTable.load(table)
         elif not isinstance(table, MeasuredTable):

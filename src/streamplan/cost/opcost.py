@@ -18,25 +18,70 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Mapping
+from collections.abc import Mapping
 
 from streamplan.cost.devices import DeviceProfile, get_device
 from streamplan.ir.graph import Graph, Node
 
 # Ops that only make a new tensor header (or nothing): no kernel, no device time.
-VIEW_OPS = frozenset({
-    "view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "expand_as", "slice",
-    "select", "squeeze", "unsqueeze", "alias", "detach", "getitem", "split", "split_with_sizes",
-    "unbind", "chunk", "narrow", "as_strided", "unflatten", "flatten", "view_as", "empty",
-    "empty_like", "empty_strided", "lift_fresh", "lift_fresh_copy", "_reshape_alias", "numpy_T",
-    "sym_size", "output",
-})
-GEMM_OPS = frozenset({
-    "convolution", "conv2d", "conv1d", "conv3d", "_convolution", "cudnn_convolution", "mm", "addmm",
-    "bmm", "baddbmm", "matmul", "linear", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_flash_attention", "scaled_dot_product_attention",
-    "_scaled_dot_product_cudnn_attention", "einsum",
-})
+VIEW_OPS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "expand_as",
+        "slice",
+        "select",
+        "squeeze",
+        "unsqueeze",
+        "alias",
+        "detach",
+        "getitem",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "narrow",
+        "as_strided",
+        "unflatten",
+        "flatten",
+        "view_as",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "_reshape_alias",
+        "numpy_T",
+        "sym_size",
+        "output",
+    }
+)
+GEMM_OPS = frozenset(
+    {
+        "convolution",
+        "conv2d",
+        "conv1d",
+        "conv3d",
+        "_convolution",
+        "cudnn_convolution",
+        "mm",
+        "addmm",
+        "bmm",
+        "baddbmm",
+        "matmul",
+        "linear",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "einsum",
+    }
+)
 CONV_OPS = frozenset({"convolution", "conv2d", "conv1d", "conv3d", "_convolution", "cudnn_convolution"})
 
 TILE_M = 64
@@ -154,8 +199,12 @@ class AnalyticCostModel(CostModel):
 class FakeCostModel(CostModel):
     """Deterministic costs for tests: fixed times per op id (or one time for all)."""
 
-    def __init__(self, times_ms: Mapping[str, float] | float, occupancy: Mapping[str, float] | float = 1.0,
-                 launch_ms: float = 0.0):
+    def __init__(
+        self,
+        times_ms: Mapping[str, float] | float,
+        occupancy: Mapping[str, float] | float = 1.0,
+        launch_ms: float = 0.0,
+    ):
         self.times_ms = times_ms
         self.occ = occupancy
         self.launch_ms = launch_ms
@@ -176,7 +225,7 @@ class FakeCostModel(CostModel):
         return True
 
 
-def resolve_cost(cost: "CostModel | str | DeviceProfile | None", default: str = "v100") -> CostModel:
+def resolve_cost(cost: CostModel | str | DeviceProfile | None, default: str = "v100") -> CostModel:
     """A cost model from a model, a device name/profile, or None (the default device)."""
     if isinstance(cost, CostModel):
         return cost

@@ -20,8 +20,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import CostModel, resolve_cost
@@ -58,14 +58,19 @@ def critical_path_ms(graph: Graph, cost: CostModel | str = "v100") -> float:
     """Longest dependency path of standalone op times (a lower bound on any makespan)."""
     model = resolve_cost(cost)
     finish = [0.0] * len(graph.nodes)
-    for i, (node, preds) in enumerate(zip(graph.nodes, graph.pred_positions())):
+    for i, (node, preds) in enumerate(zip(graph.nodes, graph.pred_positions(), strict=True)):
         ready = max((finish[j] for j in preds), default=0.0)
         finish[i] = ready + max(0.0, model.op_time_ms(graph, node))
     return max(finish, default=0.0)
 
 
-def simulate(graph: Graph, schedule: StreamSchedule, cost: CostModel | str | DeviceProfile = "v100", *,
-             max_queues: int | None = None) -> Timeline:
+def simulate(
+    graph: Graph,
+    schedule: StreamSchedule,
+    cost: CostModel | str | DeviceProfile = "v100",
+    *,
+    max_queues: int | None = None,
+) -> Timeline:
     """Predict the timeline of ``schedule`` on a device (a name such as ``"v100"`` or a ``CostModel``).
 
     ``max_queues`` overrides the device's hardware queue count (streams beyond it
@@ -88,21 +93,30 @@ def simulate(graph: Graph, schedule: StreamSchedule, cost: CostModel | str | Dev
     launch_done, start, end = run_events(costs, queue, waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
-        raise ScheduleError(f"schedule deadlocks: {len(stuck)} ops never run, first {stuck[0]!r}",
-                            where=schedule.policy,
-                            hint="a wait names an op that is queued behind the waiting op on one hardware queue")
-    spans = tuple(OpSpan(op, schedule.streams[op], launch_done[i], start[i], end[i]) for i, op in enumerate(order))
+        raise ScheduleError(
+            f"schedule deadlocks: {len(stuck)} ops never run, first {stuck[0]!r}",
+            where=schedule.policy,
+            hint="a wait names an op that is queued behind the waiting op on one hardware queue",
+        )
+    spans = tuple(
+        OpSpan(op, schedule.streams[op], launch_done[i], start[i], end[i]) for i, op in enumerate(order)
+    )
     busy: dict[int, float] = {}
     for s in spans:
         busy[s.stream] = busy.get(s.stream, 0.0) + (s.end_ms - s.start_ms)
     makespan = max((s.end_ms for s in spans), default=0.0)
-    meta = {"policy": schedule.policy, "queues": len(set(queue)), "sum_op_ms": sum(costs.time_ms),
-            "launch_ms": sum(costs.launch_ms)}
+    meta = {
+        "policy": schedule.policy,
+        "queues": len(set(queue)),
+        "sum_op_ms": sum(costs.time_ms),
+        "launch_ms": sum(costs.launch_ms),
+    }
     return Timeline(spans, makespan, busy, model.device_name, meta)
 
 
-def run_events(costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
-               ) -> tuple[list[float], list[float], list[float]]:
+def run_events(
+    costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
+) -> tuple[list[float], list[float], list[float]]:
     """The event loop on plain arrays (ops numbered in launch order).
 
     ``queue[i]`` is op i's hardware queue, ``waits[i]`` the ops it waits for (each
@@ -189,12 +203,18 @@ def _check_schedule(graph: Graph, schedule: StreamSchedule) -> dict[str, int]:
         index[op] = i
     if len(index) != len(graph.nodes):
         missing = next(n for n in graph.node_ids if n not in index)
-        raise ScheduleError(f"{len(graph.nodes) - len(index)} ops are never launched, e.g. {missing!r}",
-                            where=schedule.policy)
+        raise ScheduleError(
+            f"{len(graph.nodes) - len(index)} ops are never launched, e.g. {missing!r}", where=schedule.policy
+        )
     for w in schedule.waits:
         if w.after not in index or w.before not in index:
-            raise ScheduleError(f"wait {w.after!r} -> {w.before!r} names an unknown op", where=schedule.policy)
+            raise ScheduleError(
+                f"wait {w.after!r} -> {w.before!r} names an unknown op", where=schedule.policy
+            )
         if index[w.after] >= index[w.before]:
-            raise ScheduleError(f"{w.before!r} waits for {w.after!r}, which is launched later",
-                                where=schedule.policy, hint="an event must be recorded before it is waited on")
+            raise ScheduleError(
+                f"{w.before!r} waits for {w.after!r}, which is launched later",
+                where=schedule.policy,
+                hint="an event must be recorded before it is waited on",
+            )
     return index

@@ -166,10 +166,8 @@ def plan_arena(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool =
             best = (top, name, offs)
     top, name, offs = best
     bound, members, exact = lower_bound(live, adj, known_clique)
-    return ArenaPlan(offs, {s.storage: s.nbytes for s in live.lives}, top, bound, tuple(members), exact,
-                     name, live.includes) if False else ArenaPlan(
-        offs, {s.storage: s.nbytes for s in live.lives}, top, bound, exact, tuple(members), name,
-        live.includes)
+    sizes = {s.storage: s.nbytes for s in live.lives}
+    return ArenaPlan(offs, sizes, top, bound, exact, tuple(members), name, live.includes)
 
 
 def lower_bound(live: Liveness, adj: dict[str, list[str]],

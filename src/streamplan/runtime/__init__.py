@@ -1,0 +1,17 @@
+"""Execute schedules for real: CPU threads or CUDA streams, and a ``torch.compile`` backend.
+
+- ``run(graph, schedule, inputs, device=...)`` -> ``RunResult`` (outputs, measured ms, peaks);
+- ``run_and_compare(model, policy, ...)`` -> ``Comparison`` (outputs vs eager PyTorch);
+- ``backend(policy=...)`` for ``torch.compile`` (also registered as ``backend="streamplan"``).
+
+This package imports torch; nothing outside ``runtime``/``frontends``/``zoo`` may.
+"""
+
+from streamplan.runtime.compare import Comparison, compare_outputs, make_schedule, run_and_compare
+from streamplan.runtime.compile_backend import backend, register
+from streamplan.runtime.execute import run
+from streamplan.runtime.measure import RunResult
+
+register()
+
+__all__ = ["run", "run_and_compare", "backend", "RunResult", "Comparison", "compare_outputs", "make_schedule"]

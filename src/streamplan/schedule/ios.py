@@ -35,8 +35,17 @@ from streamplan.schedule.schedule import StreamSchedule
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
 
 
-def schedule_ios(graph: Graph, *, max_streams: int = 8, device: str = "v100", cost: CostModel | None = None,
-                 r: int = 3, s: int = 8, block_ops: int = 20, progress: bool = False) -> StreamSchedule:
+def schedule_ios(
+    graph: Graph,
+    *,
+    max_streams: int = 8,
+    device: str = "v100",
+    cost: CostModel | None = None,
+    r: int = 3,
+    s: int = 8,
+    block_ops: int = 20,
+    progress: bool = False,
+) -> StreamSchedule:
     """The IOS schedule of ``graph``: stages of up to ``s`` concurrent groups of up to ``r`` ops.
 
     ``cost`` (default: the analytic model of ``device``) times every candidate stage.
@@ -203,10 +212,15 @@ class _BlockSearch:
         group_of = {j: g for g, grp in enumerate(groups) for j in grp}
         c = self.costs
         pos = [self.block[j] for j in order]
-        sub = OpCosts(tuple(c.time_ms[p] for p in pos), tuple(c.occupancy[p] for p in pos),
-                      tuple(c.launch_ms[p] for p in pos))
-        waits = [[where[q] for q in _bits(self.preds[j]) if q in where and group_of[q] != group_of[j]]
-                 for j in order]
+        sub = OpCosts(
+            tuple(c.time_ms[p] for p in pos),
+            tuple(c.occupancy[p] for p in pos),
+            tuple(c.launch_ms[p] for p in pos),
+        )
+        waits = [
+            [where[q] for q in _bits(self.preds[j]) if q in where and group_of[q] != group_of[j]]
+            for j in order
+        ]
         _, _, end = run_events(sub, [group_of[j] for j in order], waits)
         return max(end, default=0.0)
 
@@ -242,8 +256,7 @@ def _chains(comp: list[int], preds: list[int], r: int) -> list[list[int]]:
     chains: list[list[int]] = []
     for j in comp:
         for ch in chains:
-            if len(ch) < r and preds[j] >> ch[-1] & 1 and all(not (preds[j] >> x & 1) or x in ch or True
-                                                               for x in ()):
+            if len(ch) < r and preds[j] >> ch[-1] & 1:
                 ch.append(j)
                 break
         else:
@@ -284,8 +297,11 @@ def _to_schedule(graph: Graph, stages: list[list[list[int]]], max_streams: int) 
     for stage in stages:
         stream_of_group = _assign_streams(stage, streams, ids, pred_pos, max_streams)
         members = {p: g for g, grp in enumerate(stage) for p in grp}
-        local_preds = {p: sum(1 << q for q in pred_pos[p] if q in members) for p in members}
-        for p in _stage_order_positions(stage, local_preds):
+        local = {p: j for j, p in enumerate(members)}
+        preds = [sum(1 << local[q] for q in pred_pos[p] if q in local) for p in members]
+        positions = list(members)
+        for j in _stage_order([[local[p] for p in grp] for grp in stage], preds):
+            p = positions[j]
             streams[ids[p]] = stream_of_group[members[p]]
             launch.append(ids[p])
         for grp in stage:
@@ -295,23 +311,13 @@ def _to_schedule(graph: Graph, stages: list[list[list[int]]], max_streams: int) 
     return StreamSchedule(tuple(launch), streams, waits, "ios")
 
 
-def _stage_order_positions(stage: list[list[int]], local_preds: dict[int, int]) -> list[int]:
-    rank = {p: (i, g) for g, grp in enumerate(stage) for i, p in enumerate(grp)}
-    order: list[int] = []
-    placed: set[int] = set()
-    pending = sorted(rank, key=rank.__getitem__)
-    while pending:
-        for p in pending:
-            if all(q in placed for q in _bits(local_preds[p])):
-                order.append(p)
-                placed.add(p)
-                pending.remove(p)
-                break
-    return order
-
-
-def _assign_streams(stage: list[list[int]], streams: dict[str, int], ids: tuple[str, ...],
-                    pred_pos: list[tuple[int, ...]], max_streams: int) -> list[int]:
+def _assign_streams(
+    stage: list[list[int]],
+    streams: dict[str, int],
+    ids: tuple[str, ...],
+    pred_pos: list[tuple[int, ...]],
+    max_streams: int,
+) -> list[int]:
     """Stream per group: the stream of the group's first predecessor when free (fewer waits)."""
     used: set[int] = set()
     out = [-1] * len(stage)

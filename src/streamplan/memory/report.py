@@ -1,0 +1,120 @@
+"""``analyze_memory``: every memory figure of one schedule in one frozen report (DESIGN §4)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from streamplan.cost.timeline import Timeline
+from streamplan.ir.graph import Graph
+from streamplan.memory.arena import ArenaPlan, plan_arena
+from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
+from streamplan.memory.liveness import Includes, liveness
+from streamplan.memory.simulated import SimulatedMemory, simulated_memory
+from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
+from streamplan.schedule.schedule import StreamSchedule
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Host-order, worst-case, simulated, allocator and static-arena figures of one schedule.
+
+    All figures are bytes and count what ``includes`` says (activations always).
+    ``torch_cuda`` is None when the allocator models are unavailable.
+    """
+
+    graph: str
+    policy: str
+    host_order: HostOrderTrace
+    worst_case: WorstCasePeak
+    simulated: SimulatedMemory | None
+    arena: ArenaPlan
+    torch_cuda: dict[str, int] | None
+    includes: Includes
+    device_memory_bytes: int | None = None
+
+    @property
+    def host_order_peak_bytes(self) -> int:
+        return self.host_order.peak_bytes
+
+    @property
+    def simulated_peak_bytes(self) -> int | None:
+        return None if self.simulated is None else self.simulated.peak_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        wc = self.worst_case
+        return {
+            "graph": self.graph,
+            "policy": self.policy,
+            "host_order_peak_bytes": self.host_order.peak_bytes,
+            "worst_case_peak_bytes": {"lower": wc.lower_bytes, "upper": wc.upper_bytes, "exact": wc.exact},
+            "simulated_peak_bytes": self.simulated_peak_bytes,
+            "torch_cuda": self.torch_cuda,
+            "arena_bytes": self.arena.arena_bytes,
+            "arena_lower_bound_bytes": self.arena.lower_bound_bytes,
+            "arena_lower_bound_exact": self.arena.lower_bound_exact,
+            "device_memory_bytes": self.device_memory_bytes,
+            "includes": self.includes.to_dict(),
+        }
+
+    def lines(self) -> list[str]:
+        wc = self.worst_case
+        if wc.exact:
+            worst = f"{wc.lower_bytes / MIB:10.3f} MiB  (exact, {wc.method})"
+        else:
+            worst = f"[{wc.lower_bytes / MIB:.3f}, {wc.upper_bytes / MIB:.3f}] MiB  (proven bounds, {wc.method})"
+        sim = "-" if self.simulated is None else f"{self.simulated.peak_bytes / MIB:10.3f} MiB"
+        out = [
+            f"memory of {self.graph} under {self.policy} ({self.includes.describe()}):",
+            f"  host-order peak      {self.host_order.peak_bytes / MIB:10.3f} MiB",
+            f"  worst-case peak      {worst}",
+            f"  simulated peak       {sim}",
+        ]
+        if self.torch_cuda is not None:
+            out.append(f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
+                       f" reserved {self.torch_cuda['reserved_peak_bytes'] / MIB:.3f} MiB")
+        bound = "" if self.arena.lower_bound_exact else " (proven bound)"
+        out.append(f"  static arena         {self.arena.arena_bytes / MIB:10.3f} MiB"
+                   f"  (lower bound {self.arena.lower_bound_bytes / MIB:.3f} MiB{bound})")
+        if self.device_memory_bytes is not None and wc.upper_bytes > self.device_memory_bytes:
+            out.append(f"  warning: some timing may need more than the device's "
+                       f"{self.device_memory_bytes / MIB:.1f} MiB")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def analyze_memory(graph: Graph, schedule: StreamSchedule, *, timeline: Timeline | None = None,
+                   include_inputs: bool = False, include_params: bool = False,
+                   device_memory_bytes: int | None = None,
+                   time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> MemoryReport:
+    """Every memory figure of ``schedule`` (simulated only with a ``timeline``)."""
+    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    host = trace_from_liveness(live, schedule)
+    arena = plan_arena(graph, schedule, live=live)
+    # Every instant's live set is pairwise co-live, so the arena bound caps the worst case.
+    cap = arena.lower_bound_bytes if arena.lower_bound_exact else arena.arena_bytes
+    worst = worst_case_peak(graph, schedule, live=live, upper_bound_bytes=cap, time_limit_s=time_limit_s)
+    if not arena.lower_bound_exact and worst.lower_bytes > arena.lower_bound_bytes:
+        arena = dataclasses.replace(arena, lower_bound_bytes=worst.lower_bytes, bound_storages=worst.live)
+    sim = None
+    if timeline is not None:
+        sim = simulated_memory(graph, schedule, timeline, live=live)
+    torch_cuda = _torch_cuda(graph, schedule, timeline, include_inputs, include_params, device_memory_bytes)
+    return MemoryReport(graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes,
+                        device_memory_bytes)
+
+
+def _torch_cuda(graph: Graph, schedule: StreamSchedule, timeline: Timeline | None, include_inputs: bool,
+                include_params: bool, device_memory_bytes: int | None) -> dict[str, int] | None:
+    try:
+        from streamplan.memory.allocators import replay
+    except ImportError:
+        return None
+    rep = replay(graph, schedule, model="torch-cuda", timeline=timeline, include_inputs=include_inputs,
+                 include_params=include_params, device_memory_bytes=device_memory_bytes)
+    return {"allocated_peak_bytes": rep.allocated_peak_bytes, "reserved_peak_bytes": rep.reserved_peak_bytes}

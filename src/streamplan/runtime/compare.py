@@ -1,0 +1,209 @@
+"""``run_and_compare``: run a model under a policy and compare with eager PyTorch.
+
+The eager reference is the torch module called on the same inputs and weights. For
+models that are graphs only (seed-*, random:N, graph JSON) there is no module: the
+reference is the graph's ops run one by one in graph order on one thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from streamplan.errors import ModelSpecError
+from streamplan.ir.graph import Graph
+from streamplan.runtime.interpret import initial_env, params_from_module
+from streamplan.runtime.measure import RunResult
+from streamplan.schedule.schedule import StreamSchedule
+
+RTOL = 1e-4
+ATOL = 1e-4  # relative to the largest reference magnitude (at least 1)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Executed outputs vs eager, and what the run measured.
+
+    ``max_rel_error`` is the largest ``|out - ref| / max(|ref|)`` over outputs (a
+    scale-free figure); ``matches_eager`` holds when every element is within
+    ``ATOL * max(1, max|ref|) + RTOL * |ref|``. ``predicted_peak_bytes`` and
+    ``predicted_ms`` are left for the caller (memory model, simulator) to fill.
+    """
+
+    model: str
+    policy: str
+    device: str
+    matches_eager: bool
+    max_abs_error: float
+    max_rel_error: float
+    result: RunResult
+    schedule: StreamSchedule
+    predicted_peak_bytes: int | None = None
+    predicted_ms: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def measured_ms(self) -> float:
+        return self.result.measured_ms
+
+    @property
+    def measured_peak_bytes(self) -> int:
+        return self.result.measured_peak_bytes
+
+    def with_predictions(self, *, predicted_peak_bytes: int | None = None,
+                         predicted_ms: float | None = None) -> "Comparison":
+        import dataclasses
+
+        return dataclasses.replace(self, predicted_peak_bytes=predicted_peak_bytes, predicted_ms=predicted_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "policy": self.policy,
+            "device": self.device,
+            "num_streams": self.schedule.num_streams,
+            "num_events": self.schedule.num_events,
+            "matches_eager": self.matches_eager,
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "measured_ms": self.result.measured_ms,
+            "times_ms": list(self.result.times_ms),
+            "measured_peak_bytes": self.result.measured_peak_bytes,
+            "max_memory_allocated_bytes": self.result.max_memory_allocated_bytes,
+            "max_memory_reserved_bytes": self.result.max_memory_reserved_bytes,
+            "predicted_peak_bytes": self.predicted_peak_bytes,
+            "predicted_ms": self.predicted_ms,
+            "chaos": bool(self.result.meta.get("chaos", False)),
+        }
+
+    def __str__(self) -> str:
+        verdict = "match" if self.matches_eager else "DIFFER from"
+        return (f"{self.model} {self.policy} on {self.device}: outputs {verdict} eager "
+                f"(max abs err {self.max_abs_error:.3g}, rel {self.max_rel_error:.3g}); {self.result}")
+
+
+def make_schedule(graph: Graph, policy: str, max_streams: int = 8) -> StreamSchedule:
+    """The schedule of ``policy`` (``streamplan.schedule.registry``; a policy module as fallback)."""
+    try:
+        registry = importlib.import_module("streamplan.schedule.registry")
+    except ImportError:
+        registry = None
+    if registry is not None:
+        return registry.make_schedule(graph, policy, max_streams=max_streams)
+    try:
+        mod = importlib.import_module(f"streamplan.schedule.{policy}")
+        fn = getattr(mod, f"schedule_{policy}")
+    except (ImportError, AttributeError):
+        raise ModelSpecError(f"unknown policy {policy!r}") from None
+    return fn(graph, max_streams=max_streams)
+
+
+def compare_outputs(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[bool, float, float]:
+    """(matches, max abs error, max scale-relative error) of outputs against a reference."""
+    if len(outputs) != len(reference):
+        return False, float("inf"), float("inf")
+    ok, max_abs, max_rel = True, 0.0, 0.0
+    for out, ref in zip(outputs, reference):
+        if not isinstance(ref, torch.Tensor):
+            ok = ok and out == ref
+            continue
+        if out.shape != ref.shape:
+            return False, float("inf"), float("inf")
+        a, b = out.detach().cpu().double(), ref.detach().cpu().double()
+        if a.numel() == 0:
+            continue
+        diff = (a - b).abs()
+        diff = torch.where(torch.isnan(a) & torch.isnan(b), torch.zeros_like(diff), diff)
+        scale = max(1.0, float(b.abs().nan_to_num(0.0).max()))
+        err = float(diff.nan_to_num(float("inf")).max())
+        max_abs = max(max_abs, err)
+        max_rel = max(max_rel, err / scale)
+        ok = ok and bool((diff <= ATOL * scale + RTOL * b.abs()).all())
+    return ok, max_abs, max_rel
+
+
+def run_and_compare(model: str | tuple[Any, Any], policy: str = "sequential", *, device: str = "cpu",
+                    chaos: bool = False, repeat: int = 1, warmup: int = 0, batch: int | None = None,
+                    max_streams: int = 8, seed: int = 0, cuda_graph: bool = False,
+                    graph: Graph | None = None) -> Comparison:
+    """Capture/load ``model``, schedule it with ``policy``, run it, compare with eager.
+
+    ``model`` is a model spec (zoo name, ``random:N``, graph ``.json``, ``file.py:fn``)
+    or ``(module, example_inputs)``. ``graph`` skips capture when the caller already
+    has the captured graph of that module.
+    """
+    from streamplan.runtime.execute import run
+
+    name, module, inputs, graph = _load(model, batch, graph)
+    schedule = make_schedule(graph, policy, max_streams)
+    if module is not None:
+        params = params_from_module(graph, module)
+        env_inputs: Any = list(inputs)
+        with torch.no_grad():
+            ref = _flat_tensors(module(*inputs))
+    else:
+        params = None
+        env_inputs = None
+        ref = _graph_order_reference(graph, seed)
+    result = run(graph, schedule, env_inputs, params=params, device=device, chaos=chaos, seed=seed,
+                 repeat=repeat, warmup=warmup, cuda_graph=cuda_graph)
+    ok, max_abs, max_rel = compare_outputs(result.outputs, ref)
+    return Comparison(name, policy, device, ok, max_abs, max_rel, result, schedule)
+
+
+def _load(model: str | tuple[Any, Any], batch: int | None, graph: Graph | None):
+    if isinstance(model, tuple):
+        module, inputs = model
+        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        module = module.eval()
+        if graph is None:
+            from streamplan.frontends.torch_capture import capture
+
+            graph = capture(module, inputs, name=type(module).__name__)
+        return graph.name, module, inputs, graph
+    if graph is not None:
+        return model, None, None, graph
+    from streamplan.models import load_model
+    from streamplan.zoo.registry import ZOO
+
+    entry = ZOO.get(model)
+    if entry is not None and entry.kind == "torch":
+        module, inputs = entry.load_factory()(batch or entry.default_batch)
+        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        module = module.eval()
+        return model, module, inputs, _capture_named(module, inputs, model)
+    return model, None, None, load_model(model, batch=batch)
+
+
+def _capture_named(module: Any, inputs: Any, name: str) -> Graph:
+    from streamplan.frontends.torch_capture import capture
+
+    return capture(module, inputs, name=name)
+
+
+def _graph_order_reference(graph: Graph, seed: int) -> tuple[Any, ...]:
+    """Eager op-by-op execution in graph order (the reference for graph-only models)."""
+    from streamplan.runtime.interpret import call_node
+
+    env = initial_env(graph, None, None, seed=seed)
+    with torch.no_grad():
+        for node in graph.nodes:
+            env.update(zip(node.outputs, call_node(node, env, "cpu")))
+    return tuple(env[v] for v in graph.outputs)
+
+
+def _flat_tensors(obj: Any) -> tuple[Any, ...]:
+    """Module outputs flattened like ``graph.outputs`` (tensors of tuples/lists/dicts/ModelOutput)."""
+    if isinstance(obj, torch.Tensor):
+        return (obj,)
+    if isinstance(obj, dict) or hasattr(obj, "to_tuple"):
+        obj = obj.to_tuple() if hasattr(obj, "to_tuple") else tuple(obj.values())
+    if isinstance(obj, (tuple, list)):
+        out: list[Any] = []
+        for x in obj:
+            out.extend(_flat_tensors(x))
+        return tuple(out)
+    return ()
