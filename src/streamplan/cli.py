@@ -210,13 +210,9 @@ def simulate(model: str = ModelArg, policy: str = typer.Option("asap", "--policy
     verify_schedule(g, s)
     tl = run_sim(g, s, device)
     if trace:
-        live = None
-        try:
-            from streamplan.memory.simulated import live_bytes_over_time
+        from streamplan.memory.simulated import simulated_memory
 
-            live = live_bytes_over_time(g, s, tl)
-        except ImportError:
-            pass
+        live = simulated_memory(g, s, tl).samples
         write_output(trace, dumps_trace(tl, name=f"{g.name} {s.policy}", live_bytes=live), force=force,
                      protected=(model,))
     result = {"model": g.name, "policy": s.policy, "device": device, "streams": s.num_streams,

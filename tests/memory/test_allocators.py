@@ -15,6 +15,7 @@ from streamplan.memory.allocators import MODELS, replay
 from streamplan.memory.allocators.page import page_round
 from streamplan.memory.allocators.pow2 import pow2_round
 from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator, round_request, segment_bytes
+from streamplan.memory.liveness import liveness
 from streamplan.schedule.events import with_derived_waits
 
 MIB = 1 << 20
@@ -260,10 +261,19 @@ def test_unknown_model_and_mismatched_schedule_are_clear_errors():
         replay(g, sched(g), "buddy")
     assert "torch-cuda" in str(e.value)
     assert replay(g, sched(g), "torch_cuda").model == "torch-cuda"
-    with pytest.raises(ScheduleError, match="never launches n1"):
+    with pytest.raises(ScheduleError, match="misses 1 ops"):
         replay(g, with_derived_waits(dag({}, 1), ("n0",), {"n0": 0}, "x"))
     with pytest.raises(ScheduleError, match="timeline has no span for n1"):
         replay(g, sched(g), timeline=timeline({"n0": (0, 0.0, 1.0)}))
+
+
+def test_a_precomputed_liveness_gives_the_same_report():
+    g = dag({1: [0], 2: [0]}, 3)
+    s = sched(g, {"n0": 0, "n1": 1, "n2": 0})
+    live = liveness(g, s, include_inputs=True)
+    assert replay(g, s, include_inputs=True, live=live) == replay(g, s, include_inputs=True)
+    with pytest.raises(ScheduleError, match="liveness given counts"):
+        replay(g, s, live=live)
 
 
 def test_report_to_dict_is_json():

@@ -22,11 +22,11 @@ def test_seed_examples():
 
 
 def test_order_matters():
-    # n0 -> {n1, n2}; n1 big, consumed by n3; n2 small, consumed by n4.
-    g = dag({1: [0], 2: [0], 3: [1], 4: [2]}, 5, sizes=[UNIT, 4 * UNIT, UNIT, UNIT, UNIT])
-    a = sequential_peak_bytes(g, ["n0", "n1", "n3", "n2", "n4"])
-    b = sequential_peak_bytes(g, ["n0", "n1", "n2", "n3", "n4"])
-    assert a < b
+    # n0 -> n1 (4 units) -> n3; n0 -> n2 (4 units) -> n4; n5 = n3 + n4: finish a branch first.
+    g = dag({1: [0], 2: [0], 3: [1], 4: [2], 5: [3, 4]}, 6, sizes=[UNIT, 4 * UNIT, 4 * UNIT, UNIT, UNIT, UNIT])
+    a = sequential_peak_bytes(g, ["n0", "n1", "n3", "n2", "n4", "n5"])
+    b = sequential_peak_bytes(g, ["n0", "n1", "n2", "n3", "n4", "n5"])
+    assert (a, b) == (6 * UNIT, 9 * UNIT)
 
 
 def test_views_extend_the_base_lifetime():

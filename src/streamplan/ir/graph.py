@@ -7,7 +7,9 @@ or the result of an in-place op, which names the written input in
 
 Dependencies between nodes are data edges (a node reads a value another wrote)
 plus write-after-read edges for in-place writes (every earlier reader of a
-storage must finish before a node overwrites it).
+storage must finish before a node overwrites it) and read-after-write edges
+(a node that reads a storage, through any value, after an in-place write to it
+waits for that write).
 """
 
 from __future__ import annotations
@@ -228,6 +230,7 @@ class _Index:
             storages[sid] = Storage(sid, root.nbytes, root.kind, tuple(vids))
         # dependencies: data edges + write-after-read edges for in-place writes
         readers_of_storage: dict[str, list[int]] = {}
+        last_writer_of_storage: dict[str, int] = {}  # the latest node that wrote it in place
         pred_pos: list[tuple[int, ...]] = []
         for i, n in enumerate(g.nodes):
             ps: dict[int, None] = {}
@@ -248,6 +251,13 @@ class _Index:
                 v = g.values.get(vid)
                 if v is not None:
                     readers_of_storage.setdefault(v.storage, []).append(i)
+                    j = last_writer_of_storage.get(v.storage)
+                    if j is not None and j != i:
+                        ps[j] = None
+            for vid in n.mutates:
+                v = g.values.get(vid)
+                if v is not None:
+                    last_writer_of_storage[v.storage] = i
             pred_pos.append(tuple(sorted(ps)))
         succ_lists: list[list[int]] = [[] for _ in g.nodes]
         for i, ps in enumerate(pred_pos):

@@ -90,7 +90,11 @@ def worst_case_peak(graph: Graph, schedule: StreamSchedule, *, include_inputs: b
                     include_params: bool = False, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
                     max_exact_ops: int = MAX_EXACT_OPS, upper_bound_bytes: int | None = None,
                     live: Liveness | None = None, seed: int = 0) -> WorstCasePeak:
-    """The largest live bytes at one instant over every timing ``schedule`` allows."""
+    """The largest live bytes at one instant over every timing ``schedule`` allows.
+
+    ``max_exact_ops`` caps the ops of one independent segment handed to the solver
+    (segments lie between *cut* ops, which are ordered with every other op).
+    """
     if live is None:
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     order = list(schedule.launch_order)
@@ -104,9 +108,161 @@ def worst_case_peak(graph: Graph, schedule: StreamSchedule, *, include_inputs: b
     if schedule.num_streams <= 1 or best[0] >= upper:
         return _result(live, best, best[0], True,
                        "single-stream" if schedule.num_streams <= 1 else "witness meets bound")
-    if len(order) > max_exact_ops:
-        return _result(live, best, upper, False, f"witness+bound (over {max_exact_ops} ops)")
-    return _solve(live, order, best, upper, time_limit_s)
+    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops)
+
+
+def cut_positions(live: Liveness, order: list[str]) -> list[int]:
+    """Launch positions of ops ordered (by HB) with every other op.
+
+    Ancestors are counted from the forward vector clock; descendants from a
+    backward one (the first op of each stream that must follow).
+    """
+    hb = live.hb
+    n, k = len(order), hb.num_slots
+    count = [0] * k
+    for op in order:
+        count[hb.slot[op]] += 1
+    succs: dict[str, list[str]] = {op: [] for op in order}
+    for op in order:
+        for u in hb.direct_preds[op]:
+            succs[u].append(op)
+    first_after: dict[str, tuple[int, ...]] = {}  # incl. the op itself
+    cuts = []
+    none = tuple(c + 1 for c in count)
+    for pos in range(n - 1, -1, -1):
+        op = order[pos]
+        cur = list(none)
+        for w in succs[op]:
+            cur = [min(a, b) for a, b in zip(cur, first_after[w])]
+        desc = sum(count[t] - cur[t] + 1 for t in range(k))
+        anc = sum(hb.before[op])
+        if anc + desc == n - 1:
+            cuts.append(pos)
+        cur[hb.slot[op]] = hb.index[op]
+        first_after[op] = tuple(cur)
+    return cuts[::-1]
+
+
+def _solve_segments(live: Liveness, order: list[str], best, upper: int, time_limit_s: float,
+                    max_exact_ops: int) -> WorstCasePeak:
+    """Solve each stretch between cut ops on its own; a cut op alone is a host-order state."""
+    import time
+
+    deadline = time.perf_counter() + time_limit_s
+    entries = _host_order_entries(live, order)
+    cuts = cut_positions(live, order)
+    for p in cuts:
+        if entries[p] > best[0]:
+            best = (entries[p], tuple(order[:p]), (order[p],))
+    bounds = [(lo + 1, hi) for lo, hi in zip([-1] + cuts, cuts + [len(order)]) if hi > lo + 1]
+    segs = sorted(((_segment_cap(live, order, lo, hi), lo, hi) for lo, hi in bounds), reverse=True)
+    seg_upper, stopped = 0, []
+    for cap, lo, hi in segs:
+        if cap <= best[0]:
+            break  # no remaining segment can beat the witness
+        left = deadline - time.perf_counter()
+        if hi - lo > max_exact_ops or left <= 0:
+            seg_upper = max(seg_upper, cap)
+            stopped.append("size" if hi - lo > max_exact_ops else "time")
+            continue
+        value, witness, seg_bound = _solve_segment(live, order, lo, hi, left, best)
+        if value > best[0]:
+            best = witness
+        seg_upper = max(seg_upper, seg_bound)
+        if seg_bound > value:
+            stopped.append("time")
+    hi_bound = min(upper, max(best[0], seg_upper))
+    if best[0] >= hi_bound:
+        return _result(live, best, best[0], True, f"cp-sat over {len(bounds)} segments")
+    why = "segment over max_exact_ops" if "size" in stopped else f"cp-sat stopped at {time_limit_s:g} s"
+    return _result(live, best, hi_bound, False, why)
+
+
+def _host_order_entries(live: Liveness, order: list[str]) -> list[int]:
+    """Live bytes at each launch of the host-order replay (after allocs, before frees)."""
+    index = live.hb.launch_index
+    delta = [0] * (len(order) + 1)
+    base = 0
+    for life in live.lives:
+        if life.creator is None:
+            base += life.nbytes
+            continue
+        death = len(order) if life.persistent else max(index[u] for u in life.users) + 1
+        delta[index[life.creator]] += life.nbytes
+        delta[death] -= life.nbytes
+    out, cur = [], base
+    for i in range(len(order)):
+        cur += delta[i]
+        out.append(cur)
+    return out
+
+
+def _segment_lives(live: Liveness, lo: int, hi: int):
+    """Storages that can be live while ops ``lo..hi-1`` run: (life, creator var?, users in segment, always)."""
+    index = live.hb.launch_index
+    out = []
+    for life in live.lives:
+        if life.creator is not None and index[life.creator] >= hi:
+            continue
+        born_inside = life.creator is not None and index[life.creator] >= lo
+        if life.creator is None or life.persistent:
+            out.append((life, born_inside, (), True))
+            continue
+        pos = [index[u] for u in life.last_users]
+        if max(pos) < lo:
+            continue  # dead before the segment starts
+        always = max(pos) >= hi
+        inside = tuple(u for u, q in zip(life.last_users, pos) if lo <= q < hi)
+        out.append((life, born_inside, inside, always))
+    return out
+
+
+def _segment_cap(live: Liveness, order: list[str], lo: int, hi: int) -> int:
+    return sum(life.nbytes for life, _, _, _ in _segment_lives(live, lo, hi))
+
+
+def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limit_s: float, best):
+    """CP-SAT over one segment: (value, witness, proven upper bound)."""
+    from ortools.sat.python import cp_model
+
+    ops = order[lo:hi]
+    inside = set(ops)
+    m = cp_model.CpModel()
+    f = {op: m.NewBoolVar(f"f_{i}") for i, op in enumerate(ops)}
+    d = {op: m.NewBoolVar(f"d_{i}") for i, op in enumerate(ops)}
+    for op in ops:
+        m.AddImplication(f[op], d[op])
+        for u in live.hb.direct_preds[op]:
+            if u in inside:
+                m.AddImplication(d[op], f[u])
+    terms, base = [], 0
+    for k, (life, born_inside, last_inside, always) in enumerate(_segment_lives(live, lo, hi)):
+        if not born_inside and always:
+            base += life.nbytes
+            continue
+        x = m.NewBoolVar(f"live_{k}")
+        if born_inside:
+            m.AddImplication(x, d[life.creator])
+        if not always:
+            m.AddBoolOr([f[u].Not() for u in last_inside]).OnlyEnforceIf(x)
+        terms.append((life.nbytes, x))
+    m.Maximize(sum(w * x for w, x in terms))
+    fin, run = set(best[1]), set(best[2])
+    for op in ops:
+        m.AddHint(f[op], op in fin)
+        m.AddHint(d[op], op in fin or op in run)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(time_limit_s, 0.01)
+    solver.parameters.num_workers = 1
+    status = solver.Solve(m)
+    cap = base + sum(w for w, _ in terms)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return 0, best, cap
+    value = int(round(solver.ObjectiveValue())) + base
+    fs = tuple(order[:lo]) + tuple(op for op in ops if solver.Value(f[op]))
+    rs = tuple(op for op in ops if solver.Value(d[op]) and not solver.Value(f[op]))
+    bound = value if status == cp_model.OPTIMAL else min(cap, int(solver.BestObjectiveBound() + 1e-6) + base)
+    return value, (value, fs, rs), bound
 
 
 def _result(live: Liveness, witness, upper: int, exact: bool, method: str) -> WorstCasePeak:
@@ -149,47 +305,3 @@ def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random)
         end[op] = s + rng.choice((0.1, 1.0, 10.0)) * rng.random() + 1e-3
     step = sweep_live_bytes(live, order, start, end)
     return step.peak_bytes, step.finished, step.running
-
-
-def _solve(live: Liveness, order: list[str], witness, upper: int, time_limit_s: float) -> WorstCasePeak:
-    from ortools.sat.python import cp_model
-
-    m = cp_model.CpModel()
-    f = {op: m.NewBoolVar(f"f_{i}") for i, op in enumerate(order)}
-    d = {op: m.NewBoolVar(f"d_{i}") for i, op in enumerate(order)}
-    for op in order:
-        m.AddImplication(f[op], d[op])
-        for u in live.hb.direct_preds[op]:
-            m.AddImplication(d[op], f[u])
-    terms, base = [], 0
-    for k, life in enumerate(live.lives):
-        if life.creator is None:
-            base += life.nbytes
-            continue
-        x = m.NewBoolVar(f"live_{k}")
-        m.AddImplication(x, d[life.creator])
-        if not life.persistent:
-            m.AddBoolOr([f[u].Not() for u in life.last_users]).OnlyEnforceIf(x)
-        terms.append((life.nbytes, x))
-    m.Maximize(sum(w * x for w, x in terms))
-    value, finished, running = witness
-    fin, run = set(finished), set(running)
-    for op in order:
-        m.AddHint(f[op], op in fin)
-        m.AddHint(d[op], op in fin or op in run)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
-    solver.parameters.num_workers = 1
-    status = solver.Solve(m)
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        got = int(round(solver.ObjectiveValue())) + base
-        if got > value:
-            fs = tuple(op for op in order if solver.Value(f[op]))
-            rs = tuple(op for op in order if solver.Value(d[op]) and not solver.Value(f[op]))
-            witness = (got, fs, rs)
-        if status == cp_model.OPTIMAL:
-            return _result(live, witness, witness[0], True, "cp-sat")
-        upper = min(upper, int(solver.BestObjectiveBound() + 1e-6) + base)
-    if witness[0] >= upper:
-        return _result(live, witness, witness[0], True, "cp-sat")
-    return _result(live, witness, upper, False, f"cp-sat stopped at {time_limit_s:g} s")

@@ -7,13 +7,11 @@ reference is the graph's ops run one by one in graph order on one thread.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
 
-from streamplan.errors import ModelSpecError
 from streamplan.ir.graph import Graph
 from streamplan.runtime.interpret import initial_env, params_from_module
 from streamplan.runtime.measure import RunResult
@@ -86,19 +84,10 @@ class Comparison:
 
 
 def make_schedule(graph: Graph, policy: str, max_streams: int = 8) -> StreamSchedule:
-    """The schedule of ``policy`` (``streamplan.schedule.registry``; a policy module as fallback)."""
-    try:
-        registry = importlib.import_module("streamplan.schedule.registry")
-    except ImportError:
-        registry = None
-    if registry is not None:
-        return registry.make_schedule(graph, policy, max_streams=max_streams)
-    try:
-        mod = importlib.import_module(f"streamplan.schedule.{policy}")
-        fn = getattr(mod, f"schedule_{policy}")
-    except (ImportError, AttributeError):
-        raise ModelSpecError(f"unknown policy {policy!r}") from None
-    return fn(graph, max_streams=max_streams)
+    """The schedule of ``policy`` from ``streamplan.schedule.registry`` (redundant waits pruned)."""
+    from streamplan.schedule.registry import make_schedule as registry_make_schedule
+
+    return registry_make_schedule(graph, policy, max_streams=max_streams)
 
 
 def compare_outputs(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[bool, float, float]:

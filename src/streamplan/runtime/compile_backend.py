@@ -94,8 +94,19 @@ def _compile_forward(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any], policy: 
 
 
 def _to_graph(fx_gm: torch.fx.GraphModule):
+    """Capture's ``graph_from_fx`` (every placeholder an input); our converter if it cannot."""
     from streamplan.runtime.fx_convert import fx_to_graph
+    from streamplan.runtime.interpret import leaf_values
 
+    try:
+        from streamplan.frontends.torch_capture import graph_from_fx
+
+        graph = graph_from_fx(fx_gm, name="torch.compile")
+        placeholders = [n.name for n in fx_gm.graph.nodes if n.op == "placeholder"]
+        if list(graph.inputs) == placeholders and set(leaf_values(graph)) <= set(graph.inputs):
+            return graph, {}
+    except (StreamplanError, ImportError, KeyError, TypeError, ValueError):
+        pass
     return fx_to_graph(fx_gm, name="torch.compile")
 
 

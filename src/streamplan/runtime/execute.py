@@ -18,13 +18,14 @@ from streamplan.schedule.schedule import StreamSchedule
 
 def run(graph: Graph, schedule: StreamSchedule, inputs: Sequence[Any] | Mapping[str, Any] | None = None, *,
         params: Mapping[str, Any] | None = None, device: str = "cpu", chaos: bool = False, seed: int = 0,
-        repeat: int = 1, warmup: int = 0, cuda_graph: bool = False) -> RunResult:
+        repeat: int = 1, warmup: int = 0, cuda_graph: bool = False, chaos_seed: int | None = None) -> RunResult:
     """Execute ``schedule`` on ``graph`` and return the outputs and measured figures.
 
     ``inputs``: tensors in ``graph.inputs`` order (or a mapping by value id);
     ``params``: value id -> tensor. Leaves given by neither get seeded random tensors
     (``seed``). ``device="cpu"`` runs one thread per stream (torch at one intra-op
-    thread; ``chaos`` adds seeded random delays, a different seed per repetition);
+    thread; ``chaos`` adds random delays seeded by ``chaos_seed``, default ``seed``,
+    plus the repetition number);
     ``device="cuda"`` launches onto CUDA streams (``cuda_graph`` captures and replays).
     Timing is the median over ``repeat`` runs after ``warmup`` untimed runs.
     """
@@ -44,7 +45,8 @@ def run(graph: Graph, schedule: StreamSchedule, inputs: Sequence[Any] | Mapping[
             tracker = LiveBytes()
             outputs = ()
             t0 = time.perf_counter()
-            outputs = execute_cpu(graph, schedule, dict(env0), chaos=chaos, seed=seed + r, tracker=tracker)
+            outputs = execute_cpu(graph, schedule, dict(env0), chaos=chaos,
+                                  seed=(seed if chaos_seed is None else chaos_seed) + r, tracker=tracker)
             elapsed_ms = (time.perf_counter() - t0) * 1e3
             if r >= warmup:
                 times_ms.append(elapsed_ms)

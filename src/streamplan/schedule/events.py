@@ -36,8 +36,9 @@ def derive_waits(graph: Graph, launch_order: Sequence[str], streams: Mapping[str
         if extra_deps and v in extra_deps:
             deps.extend(extra_deps[v])
         cross = [u for u in dict.fromkeys(deps) if slot[streams[u]] != s]
-        # Latest ops first: one wait on a later op often covers earlier ones.
-        cross.sort(key=lambda u: -op_index.get(u, 0))
+        # Latest in graph (topological) order first: a dependency that reaches a later one is
+        # then implied by that one's wait, while stream indices are not comparable across streams.
+        cross.sort(key=lambda u: -graph.position(u) if graph.has_node(u) else 0)
         cur = clock[s]
         for u in cross:
             t = slot[streams[u]]

@@ -50,16 +50,20 @@ def schedule_ios(
 
     ``cost`` (default: the analytic model of ``device``) times every candidate stage.
     ``meta`` holds ``stages`` (lists of groups of op ids), ``search_time_s``,
-    ``blocks``, ``predicted_ms`` (the simulated makespan) and ``truncated_states``.
+    ``blocks``, ``units``, ``predicted_ms`` (the simulated makespan), ``sequential_ms``
+    and ``truncated_states``. Should the full simulation of the stage schedule come
+    out slower than one stream in graph order, that one-stream schedule is returned
+    instead (``meta["fallback_sequential"]``), so ``ios`` is never predicted slower.
     """
     t0 = time.perf_counter()
     model = resolve_cost(cost, default=device)
     ids = graph.node_ids
     costs = op_costs(graph, ids, model)
     groups_cap = max(1, min(s, max_streams))
-    blocks = split_blocks(graph, block_ops)
+    units = chain_units(graph)
+    blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
-    search = _BlockSearch(graph, costs, r=max(1, r), s=groups_cap)
+    search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap)
     bar = _Progress(progress, len(blocks), t0)
     for block in blocks:
         stages.extend(search.run(block))
@@ -67,29 +71,61 @@ def schedule_ios(
     bar.close()
     schedule = _to_schedule(graph, stages, max_streams)
     predicted = simulate(graph, schedule, model).makespan_ms
+    # The DP sums stage times; the full simulation can disagree. Never return worse than one stream.
+    one_stream = StreamSchedule(ids, {op: 0 for op in ids}, (), "ios")
+    sequential_ms = simulate(graph, one_stream, model).makespan_ms
+    fallback = sequential_ms < predicted
+    if fallback:
+        schedule, predicted = one_stream, sequential_ms
+        stages = [[list(range(len(ids)))]]
     meta: dict[str, Any] = {
         "stages": [[[ids[i] for i in g] for g in st] for st in stages],
         "blocks": len(blocks),
+        "units": len(units),
         "r": r,
         "s": groups_cap,
         "truncated_states": search.truncated,
         "predicted_ms": predicted,
+        "sequential_ms": sequential_ms,
+        "fallback_sequential": fallback,
         "device": model.device_name,
         "search_time_s": time.perf_counter() - t0,
     }
     return schedule.replace(meta=meta)
 
 
-def split_blocks(graph: Graph, block_ops: int) -> list[list[int]]:
-    """Positions of each block: cut after every node no dependency jumps over, and every ``block_ops``."""
+def chain_units(graph: Graph) -> list[list[int]]:
+    """Graph positions grouped into units: maximal chains u -> v where v reads only u and u feeds only v.
+
+    Such a link never allows parallelism between u and v, so the DP treats the chain
+    as one op (as IOS's graphs have conv+bn+relu fused). Units are numbered in
+    topological order (by their first op); only a unit's first op has outside
+    predecessors and only its last op outside successors.
+    """
+    preds, succs = graph.pred_positions(), graph.succ_positions()
+    unit_of = [-1] * len(graph.nodes)
+    units: list[list[int]] = []
+    for i, ps in enumerate(preds):
+        if len(ps) == 1 and len(succs[ps[0]]) == 1:
+            unit_of[i] = unit_of[ps[0]]
+            units[unit_of[i]].append(i)
+        else:
+            unit_of[i] = len(units)
+            units.append([i])
+    return units
+
+
+def split_blocks(units: list[list[int]], graph: Graph, block_ops: int) -> list[list[int]]:
+    """Unit indices of each block: cut after every unit no dependency jumps over, and every ``block_ops``."""
+    unit_of = {p: u for u, ops in enumerate(units) for p in ops}
     succ = graph.succ_positions()
     blocks: list[list[int]] = []
     current: list[int] = []
-    reach = -1  # furthest successor of any node seen so far
-    for i in range(len(graph.nodes)):
-        current.append(i)
-        reach = max(reach, max(succ[i], default=i))
-        if reach <= i or len(current) >= block_ops:
+    reach = -1  # furthest successor unit of any unit seen so far
+    for u, ops in enumerate(units):
+        current.append(u)
+        reach = max(reach, max((unit_of[q] for q in succ[ops[-1]]), default=u))
+        if reach <= u or len(current) >= block_ops:
             blocks.append(current)
             current = []
     if current:
@@ -98,25 +134,38 @@ def split_blocks(graph: Graph, block_ops: int) -> list[list[int]]:
 
 
 class _BlockSearch:
-    """The DP for one block at a time; stage costs are cached across blocks by op set."""
+    """The DP for one block at a time (local unit indices as bits); stage times cached by shape."""
 
-    def __init__(self, graph: Graph, costs: OpCosts, *, r: int, s: int):
-        self.graph, self.costs, self.r, self.s = graph, costs, r, s
-        self.stage_cache: dict[tuple[int, ...], tuple[float, list[list[int]]]] = {}
+    def __init__(self, graph: Graph, costs: OpCosts, units: list[list[int]], *, r: int, s: int):
+        self.graph, self.costs, self.units, self.r, self.s = graph, costs, units, r, s
+        op_class: dict[tuple[float, float], int] = {}
+        cls = [
+            op_class.setdefault(k, len(op_class)) for k in zip(costs.time_ms, costs.occupancy, strict=True)
+        ]
+        unit_class: dict[tuple[int, ...], int] = {}
+        self.unit_class = [
+            unit_class.setdefault(tuple(cls[p] for p in ops), len(unit_class)) for ops in units
+        ]
+        unit_of = {p: u for u, ops in enumerate(units) for p in ops}
+        pred_pos = graph.pred_positions()
+        self.unit_preds = [sorted({unit_of[q] for q in pred_pos[ops[0]]}) for ops in units]
+        self.shape_cache: dict[tuple, float] = {}
+        self.by_ending: dict[int, tuple[float, list[list[int]]]] = {}
         self.truncated = 0
 
     def run(self, block: list[int]) -> list[list[list[int]]]:
-        """Stages (groups of graph positions, in run order) for one block."""
+        """Stages (groups of graph positions, in run order) for one block of units."""
         k = len(block)
-        local = {p: j for j, p in enumerate(block)}
+        local = {u: j for j, u in enumerate(block)}
         preds = [0] * k
         succs = [0] * k
-        for j, p in enumerate(block):
-            for q in self.graph.pred_positions()[p]:
+        for j, u in enumerate(block):
+            for q in self.unit_preds[u]:
                 if q in local:
                     preds[j] |= 1 << local[q]
                     succs[local[q]] |= 1 << j
         self.block, self.preds, self.succs = block, preds, succs
+        self.by_ending = {}
         memo: dict[int, tuple[float, int, list[list[int]]]] = {0: (0.0, 0, [])}
         full = (1 << k) - 1
         self._solve(full, memo)
@@ -124,7 +173,7 @@ class _BlockSearch:
         state = full
         while state:
             _, ending, groups = memo[state]
-            stages.append([[block[j] for j in g] for g in groups])
+            stages.append([[p for j in g for p in self.units[block[j]]] for g in groups])
             state &= ~ending
         stages.reverse()
         return stages
@@ -167,8 +216,7 @@ class _BlockSearch:
                     return out
                 if size + 1 < limit:
                     grow = 0
-                    j = c.bit_length() - 1
-                    for p in _bits(preds[j] & state & ~new & ~excl):
+                    for p in _bits(preds[c.bit_length() - 1] & state & ~new & ~excl):
                         if not succs[p] & state & ~new:
                             grow |= 1 << p
                     stack.append((new, (cand | grow) & ~excl, excl))
@@ -176,21 +224,17 @@ class _BlockSearch:
         return out
 
     def _stage(self, ending: int) -> tuple[float, list[list[int]]]:
-        """Best (time, groups) of a stage; groups hold local indices in dependency order."""
-        key = tuple(self.block[j] for j in _bits(ending))
-        hit = self.stage_cache.get(key)
+        """Best (time, groups) of a stage; groups hold local unit indices in dependency order."""
+        hit = self.by_ending.get(ending)
         if hit is not None:
-            return hit[0], [[self._local(p) for p in g] for g in hit[1]]
+            return hit
         best: tuple[float, list[list[int]]] = (float("inf"), [])
         for groups in self._partitions(ending):
             t = self._time(groups)
             if t < best[0]:
                 best = (t, groups)
-        self.stage_cache[key] = (best[0], [[self.block[j] for j in g] for g in best[1]])
+        self.by_ending[ending] = best
         return best
-
-    def _local(self, position: int) -> int:
-        return self.block.index(position)
 
     def _partitions(self, ending: int) -> list[list[list[int]]]:
         """IOS's partition (components) if it fits, and the chain split (groups sharing descendants)."""
@@ -206,22 +250,49 @@ class _BlockSearch:
         return out
 
     def _time(self, groups: list[list[int]]) -> float:
-        """Simulated time of one stage run alone (its launches included)."""
-        order = _stage_order(groups, self.preds)
-        where = {j: n for n, j in enumerate(order)}
+        """Simulated time of one stage run alone, the host assumed ahead (launches overlap earlier stages).
+
+        Cached by the stage's shape (cost class of each unit, its group, the cross-group
+        waits), so repeated motifs and equal ops are simulated once.
+        """
+        order = [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
         group_of = {j: g for g, grp in enumerate(groups) for j in grp}
-        c = self.costs
-        pos = [self.block[j] for j in order]
-        sub = OpCosts(
-            tuple(c.time_ms[p] for p in pos),
-            tuple(c.occupancy[p] for p in pos),
-            tuple(c.launch_ms[p] for p in pos),
-        )
+        where = {j: n for n, j in enumerate(order)}
         waits = [
             [where[q] for q in _bits(self.preds[j]) if q in where and group_of[q] != group_of[j]]
             for j in order
         ]
-        _, _, end = run_events(sub, [group_of[j] for j in order], waits)
+        if any(w >= n for n, ws in enumerate(waits) for w in ws):  # round robin broke an edge
+            order = _stage_order(groups, self.preds)
+            where = {j: n for n, j in enumerate(order)}
+            waits = [
+                [where[q] for q in _bits(self.preds[j]) if q in where and group_of[q] != group_of[j]]
+                for j in order
+            ]
+        block, ucls = self.block, self.unit_class
+        shape = (tuple((ucls[block[j]], group_of[j]) for j in order), tuple(map(tuple, waits)))
+        t = self.shape_cache.get(shape)
+        if t is None:
+            t = self._simulate_units(order, group_of, waits)
+            self.shape_cache[shape] = t
+        return t
+
+    def _simulate_units(
+        self, order: list[int], group_of: dict[int, int], unit_waits: list[list[int]]
+    ) -> float:
+        times, occ, queue, waits = [], [], [], []
+        last_op: list[int] = []
+        c = self.costs
+        for n, j in enumerate(order):
+            ops = self.units[self.block[j]]
+            for k, p in enumerate(ops):
+                waits.append([last_op[w] for w in unit_waits[n]] if k == 0 else [])
+                times.append(c.time_ms[p])
+                occ.append(c.occupancy[p])
+                queue.append(group_of[j])
+            last_op.append(len(times) - 1)
+        sub = OpCosts(tuple(times), tuple(occ), (0.0,) * len(times))
+        _, _, end = run_events(sub, queue, waits)
         return max(end, default=0.0)
 
 

@@ -39,7 +39,10 @@ def schedule_nimble(graph: Graph, *, max_streams: int = 8, **options: Any) -> St
     succs = graph.succ_positions()
     reduced = [_reduced_succs(u, succs[u], reach) for u in range(n)]
     tr_edges = sum(len(r) for r in reduced)
-    nxt = _max_matching([np.array(r, dtype=np.int32) for r in reduced], n)
+    # Ops with one reduced successor record an event only when that edge is unmatched: match
+    # those edges first, then grow to a maximum matching (augmenting keeps them matched).
+    single = [r if len(r) == 1 else [] for r in reduced]
+    nxt = _hopcroft_karp(reduced, n, _hopcroft_karp(single, n))
     chains = _paths(nxt, n)
     # Chain closure: tail(A) reaches head(B). Indexed by positions: rows are tails, columns heads.
     head_mask = 0
@@ -98,6 +101,64 @@ def _max_matching(rows: list[np.ndarray], n: int) -> list[int]:
     data = np.ones(len(indices), dtype=np.int8)
     m = csr_matrix((data, indices, indptr), shape=(n, n))
     return [int(x) for x in maximum_bipartite_matching(m, perm_type="column")]
+
+
+def _hopcroft_karp(adj: list[list[int]], n_right: int, start: list[int] | None = None) -> list[int]:
+    """Maximum matching left u -> right v over ``adj[u]``, grown from the matching ``start``.
+
+    Returns the right partner of each left node or -1. Augmenting paths never unmatch a
+    matched left node, so every left node matched in ``start`` stays matched.
+    """
+    n = len(adj)
+    match_left = list(start) if start is not None else [-1] * n
+    match_right = [-1] * n_right
+    for u, v in enumerate(match_left):
+        if v >= 0:
+            match_right[v] = u
+    unreached = n + 1
+    while True:
+        dist = [unreached] * n
+        queue = [u for u in range(n) if match_left[u] < 0 and adj[u]]
+        for u in queue:
+            dist[u] = 0
+        found = False
+        k = 0
+        while k < len(queue):
+            u = queue[k]
+            k += 1
+            for v in adj[u]:
+                w = match_right[v]
+                if w < 0:
+                    found = True
+                elif dist[w] == unreached:
+                    dist[w] = dist[u] + 1
+                    queue.append(w)
+        if not found:
+            return match_left
+        it = [0] * n
+        for root in range(n):
+            if match_left[root] >= 0 or dist[root] != 0:
+                continue
+            stack, via = [root], []
+            while stack:
+                u = stack[-1]
+                if it[u] == len(adj[u]):
+                    dist[u] = unreached  # dead end for the rest of this phase
+                    stack.pop()
+                    if via:
+                        via.pop()
+                    continue
+                v = adj[u][it[u]]
+                it[u] += 1
+                w = match_right[v]
+                if w < 0:
+                    via.append(v)
+                    for x, y in zip(stack, via):
+                        match_left[x], match_right[y] = y, x
+                    break
+                if dist[w] == dist[u] + 1:
+                    stack.append(w)
+                    via.append(v)
 
 
 def _paths(nxt: list[int], n: int) -> list[list[int]]:

@@ -23,8 +23,9 @@ class SeparableConv(nn.Module):
 
     def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int = 1) -> None:
         super().__init__()
-        self.depthwise = nn.Conv2d(in_ch, in_ch, kernel, stride=stride, padding=kernel // 2,
-                                   groups=in_ch, bias=False)
+        self.depthwise = nn.Conv2d(
+            in_ch, in_ch, kernel, stride=stride, padding=kernel // 2, groups=in_ch, bias=False
+        )
         self.pointwise = nn.Conv2d(in_ch, out_ch, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

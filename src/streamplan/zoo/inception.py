@@ -33,8 +33,9 @@ class BlockA(nn.Module):
         super().__init__()
         self.b1x1 = _conv(in_ch, 64, 1)
         self.b5x5 = nn.Sequential(_conv(in_ch, 48, 1), _conv(48, 64, 5, padding=2))
-        self.b3x3dbl = nn.Sequential(_conv(in_ch, 64, 1), _conv(64, 96, 3, padding=1),
-                                     _conv(96, 96, 3, padding=1))
+        self.b3x3dbl = nn.Sequential(
+            _conv(in_ch, 64, 1), _conv(64, 96, 3, padding=1), _conv(96, 96, 3, padding=1)
+        )
         self.bpool = _conv(in_ch, pool_ch, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -48,8 +49,9 @@ class BlockB(nn.Module):
     def __init__(self, in_ch: int) -> None:
         super().__init__()
         self.b3x3 = _conv(in_ch, 384, 3, stride=2)
-        self.b3x3dbl = nn.Sequential(_conv(in_ch, 64, 1), _conv(64, 96, 3, padding=1),
-                                     _conv(96, 96, 3, stride=2))
+        self.b3x3dbl = nn.Sequential(
+            _conv(in_ch, 64, 1), _conv(64, 96, 3, padding=1), _conv(96, 96, 3, stride=2)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pool = nn.functional.max_pool2d(x, 3, stride=2)
@@ -62,12 +64,18 @@ class BlockC(nn.Module):
     def __init__(self, in_ch: int, mid: int) -> None:
         super().__init__()
         self.b1x1 = _conv(in_ch, 192, 1)
-        self.b7x7 = nn.Sequential(_conv(in_ch, mid, 1), _conv(mid, mid, (1, 7), padding=(0, 3)),
-                                  _conv(mid, 192, (7, 1), padding=(3, 0)))
+        self.b7x7 = nn.Sequential(
+            _conv(in_ch, mid, 1),
+            _conv(mid, mid, (1, 7), padding=(0, 3)),
+            _conv(mid, 192, (7, 1), padding=(3, 0)),
+        )
         self.b7x7dbl = nn.Sequential(
-            _conv(in_ch, mid, 1), _conv(mid, mid, (7, 1), padding=(3, 0)),
-            _conv(mid, mid, (1, 7), padding=(0, 3)), _conv(mid, mid, (7, 1), padding=(3, 0)),
-            _conv(mid, 192, (1, 7), padding=(0, 3)))
+            _conv(in_ch, mid, 1),
+            _conv(mid, mid, (7, 1), padding=(3, 0)),
+            _conv(mid, mid, (1, 7), padding=(0, 3)),
+            _conv(mid, mid, (7, 1), padding=(3, 0)),
+            _conv(mid, 192, (1, 7), padding=(0, 3)),
+        )
         self.bpool = _conv(in_ch, 192, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,8 +89,12 @@ class BlockD(nn.Module):
     def __init__(self, in_ch: int) -> None:
         super().__init__()
         self.b3x3 = nn.Sequential(_conv(in_ch, 192, 1), _conv(192, 320, 3, stride=2))
-        self.b7x7x3 = nn.Sequential(_conv(in_ch, 192, 1), _conv(192, 192, (1, 7), padding=(0, 3)),
-                                    _conv(192, 192, (7, 1), padding=(3, 0)), _conv(192, 192, 3, stride=2))
+        self.b7x7x3 = nn.Sequential(
+            _conv(in_ch, 192, 1),
+            _conv(192, 192, (1, 7), padding=(0, 3)),
+            _conv(192, 192, (7, 1), padding=(3, 0)),
+            _conv(192, 192, 3, stride=2),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pool = nn.functional.max_pool2d(x, 3, stride=2)
@@ -118,12 +130,27 @@ class InceptionV3(nn.Module):
     def __init__(self, num_classes: int = 1000) -> None:
         super().__init__()
         self.stem = nn.Sequential(
-            _conv(3, 32, 3, stride=2), _conv(32, 32, 3), _conv(32, 64, 3, padding=1),
-            nn.MaxPool2d(3, stride=2), _conv(64, 80, 1), _conv(80, 192, 3), nn.MaxPool2d(3, stride=2))
+            _conv(3, 32, 3, stride=2),
+            _conv(32, 32, 3),
+            _conv(32, 64, 3, padding=1),
+            nn.MaxPool2d(3, stride=2),
+            _conv(64, 80, 1),
+            _conv(80, 192, 3),
+            nn.MaxPool2d(3, stride=2),
+        )
         self.blocks = nn.Sequential(
-            BlockA(192, 32), BlockA(256, 64), BlockA(288, 64), BlockB(288),
-            BlockC(768, 128), BlockC(768, 160), BlockC(768, 160), BlockC(768, 192),
-            BlockD(768), BlockE(1280), BlockE(2048))
+            BlockA(192, 32),
+            BlockA(256, 64),
+            BlockA(288, 64),
+            BlockB(288),
+            BlockC(768, 128),
+            BlockC(768, 160),
+            BlockC(768, 160),
+            BlockC(768, 192),
+            BlockD(768),
+            BlockE(1280),
+            BlockE(2048),
+        )
         self.dropout = nn.Dropout(0.5)
         self.fc = nn.Linear(2048, num_classes)
 

@@ -46,7 +46,9 @@ def _max3(stride: int = 2) -> nn.MaxPool2d:
 class SepStack(nn.Module):
     """ReLU -> separable conv -> BN -> ReLU -> separable conv -> BN (stride on the first)."""
 
-    def __init__(self, in_ch: int, out_ch: int, kernel: int, stride: int = 1, *, widen_first: bool = False) -> None:
+    def __init__(
+        self, in_ch: int, out_ch: int, kernel: int, stride: int = 1, *, widen_first: bool = False
+    ) -> None:
         super().__init__()
         mid = out_ch if widen_first else in_ch
         self.sep1 = SeparableConv(in_ch, mid, kernel, stride)
@@ -120,14 +122,15 @@ class NormalCell(nn.Module):
 class ReductionCell(nn.Module):
     """Stride-2 cell: four sums of separable convs and pools, concatenated (4 x ``width``).
 
-    ``prev_ch`` is the older input; in the stem (``stem=True``) it is the raw stem conv at twice
-    the spatial size, seen through the factorized reduction, and the 7x7/5x5 branches on it widen
-    in their first separable conv.
+    ``prev_ch`` is the width of the older input ``x_prev``, adapted by a 1x1 conv. The two stem
+    cells differ: ``stem="first"`` reads the raw 32-channel stem conv as both inputs, and its
+    7x7/5x5 branches on the unadapted copy widen 32 -> ``width`` in their first separable conv;
+    ``stem="second"`` sees the stem conv (twice its spatial size) through the factorized
+    reduction.
     """
 
     def __init__(self, prev_ch: int, in_ch: int, width: int, *, stem: str = "") -> None:
         super().__init__()
-        self.stem = stem
         if stem == "first":  # older input == current input == the 32-channel stem conv
             self.adapt_prev = nn.Identity()
             other_ch, widen = prev_ch, True

@@ -95,10 +95,11 @@ class WiredNode(nn.Module):
         if self.edge_weights is None:
             x = inputs[0]
         else:
-            w = torch.sigmoid(self.edge_weights)
+            # unbind: one multi-output op rather than a select per edge in the captured graph
+            w = torch.sigmoid(self.edge_weights).unbind(0)
             x = inputs[0] * w[0]
-            for i in range(1, len(inputs)):
-                x = x + inputs[i] * w[i]
+            for xi, wi in zip(inputs[1:], w[1:], strict=True):
+                x = x + xi * wi
         return self.bn(self.conv(torch.relu(x)))
 
 
@@ -115,7 +116,8 @@ class WiredStage(nn.Module):
             has_succ[u] = True
         self.sinks = [i for i in range(n) if not has_succ[i]]
         self.nodes = nn.ModuleList(
-            WiredNode(len(p), out_ch, out_ch, 1) if p else WiredNode(1, in_ch, out_ch, 2) for p in self.preds)
+            WiredNode(len(p), out_ch, out_ch, 1) if p else WiredNode(1, in_ch, out_ch, 2) for p in self.preds
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         outs: list[torch.Tensor] = []
@@ -137,8 +139,9 @@ class RandWireWS(nn.Module):
         self.conv1_bn = nn.BatchNorm2d(c // 2)
         widths = (c // 2, c, 2 * c, 4 * c, 8 * c)
         sizes = (cfg.nodes // 2, cfg.nodes, cfg.nodes, cfg.nodes)
-        self.stages = nn.Sequential(*(
-            WiredStage(sizes[i], widths[i], widths[i + 1], cfg, cfg.graph_seed + i) for i in range(4)))
+        self.stages = nn.Sequential(
+            *(WiredStage(sizes[i], widths[i], widths[i + 1], cfg, cfg.graph_seed + i) for i in range(4))
+        )
         self.head = nn.Conv2d(8 * c, 1280, 1, bias=False)
         self.head_bn = nn.BatchNorm2d(1280)
         self.fc = nn.Linear(1280, num_classes)

@@ -31,8 +31,9 @@ class Bottleneck(nn.Module):
         self.expand_bn = nn.BatchNorm2d(out_ch)
         self.shortcut: nn.Module = nn.Identity()
         if stride != 1 or in_ch != out_ch:
-            self.shortcut = nn.Sequential(nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False),
-                                          nn.BatchNorm2d(out_ch))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False), nn.BatchNorm2d(out_ch)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.expand_bn(self.expand(self.conv3x3(self.reduce(x))))

@@ -43,7 +43,8 @@ class SqueezeNetBypass(nn.Module):
     def __init__(self, num_classes: int = 1000) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 96, 7, stride=2), nn.ReLU(),
+            nn.Conv2d(3, 96, 7, stride=2),
+            nn.ReLU(),
             nn.MaxPool2d(3, stride=2, ceil_mode=True),
             Fire(96, 16, 64, 64),  # fire2
             Fire(128, 16, 64, 64, bypass=True),  # fire3
@@ -57,7 +58,8 @@ class SqueezeNetBypass(nn.Module):
             Fire(512, 64, 256, 256, bypass=True),  # fire9
         )
         self.classifier = nn.Sequential(
-            nn.Dropout(0.5), nn.Conv2d(512, num_classes, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+            nn.Dropout(0.5), nn.Conv2d(512, num_classes, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(self.classifier(self.features(x)), 1)

@@ -6,15 +6,16 @@ import math
 from typing import Any
 
 from streamplan.cost.timeline import OpSpan, Timeline
-from streamplan.errors import ModelSpecError, ScheduleError, StreamplanError
+from streamplan.errors import BudgetError, ModelSpecError, ScheduleError
 from streamplan.ir.graph import Graph
 from streamplan.memory.allocators._base import OutOfMemory
-from streamplan.memory.allocators._events import host_events
 from streamplan.memory.allocators.exact import ExactAllocator
 from streamplan.memory.allocators.page import PageAllocator
 from streamplan.memory.allocators.pow2 import Pow2Allocator
 from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, AllocatorStep
 from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator
+from streamplan.memory.host_order import Event, events_from_liveness
+from streamplan.memory.liveness import Includes, Liveness, liveness
 from streamplan.schedule.schedule import StreamSchedule
 
 MODELS = ("exact", "page", "pow2", "torch-cuda")
@@ -37,13 +38,14 @@ def replay(
     device_memory_bytes: int | None = None,
     include_inputs: bool = False,
     include_params: bool = False,
+    live: Liveness | None = None,
 ) -> AllocatorReport:
     """Replay ``schedule``'s host launch order through allocator ``model`` (one of ``MODELS``).
 
     Each activation storage is allocated when the host launches its producer and
     freed once the host has launched its last user; graph outputs stay. With
-    ``include_inputs``/``include_params`` those storages are allocated first (params,
-    then inputs, on the default stream, a pool of its own) and never freed, as in a
+    ``include_inputs``/``include_params`` those storages are allocated first (in the
+    graph's storage order, on the default stream: pools of their own) and never freed, as in a
     measured ``max_memory_allocated``. Zero-byte storages allocate nothing.
 
     For ``torch-cuda``, a storage used on streams other than its allocating one is
@@ -55,12 +57,21 @@ def replay(
     out-of-memory path synchronises (the largest reserved figure). The other models
     ignore streams. ``device_memory_bytes`` is the capacity available to the
     allocator: the replay stops at the first request that does not fit even after
-    the cache is emptied, and ``oom`` says where.
+    the cache is emptied, and ``oom`` says where. ``live`` reuses a ``liveness``
+    already computed for this graph, schedule and include flags.
     """
     name = _model_name(model)
     if device_memory_bytes is not None and device_memory_bytes <= 0:
-        raise StreamplanError(f"device memory must be positive, got {device_memory_bytes} bytes")
-    events = host_events(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+        raise BudgetError(f"device memory must be positive, got {device_memory_bytes} bytes")
+    if live is None:
+        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    elif live.includes != Includes(include_inputs, include_params):
+        raise ScheduleError(
+            f"the liveness given counts {live.includes.describe()}, not what the flags ask",
+            hint="pass include_inputs/include_params matching the liveness, or no liveness",
+        )
+    residents, allocs, frees = _bucket(events_from_liveness(live, schedule), len(schedule.launch_order))
+    stream_uses = {life.storage: frozenset(schedule.streams[u] for u in life.users) for life in live.lives}
     spans = _spans(timeline, schedule) if timeline is not None else None
     alloc: Any = _CLASSES[name](device_memory_bytes)
     handles: dict[str, tuple[Any, int]] = {}
@@ -69,7 +80,7 @@ def replay(
     op: str | None = None
     sid = ""
     try:
-        for sid, nbytes in events.residents:  # noqa: B007 (sid names a failing request)
+        for sid, nbytes in residents:  # noqa: B007 (sid names a failing request)
             if nbytes > 0:
                 alloc.malloc(nbytes, RESIDENT_STREAM, None)
         last_on_stream: dict[int, str] = {}
@@ -78,14 +89,14 @@ def replay(
             stream = streams[op]
             last_on_stream[stream] = op
             now_ms = spans[op].launch_ms if spans is not None else None
-            for sid, nbytes in events.allocs[i]:
+            for sid, nbytes in allocs[i]:
                 if nbytes > 0:
                     handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream)
             trace.append(AllocatorStep(op, alloc.allocated_bytes, alloc.reserved_bytes))
-            for sid in events.frees[i]:
+            for sid in frees[i]:
                 entry = handles.pop(sid, None)
                 if entry is not None:
-                    others = events.stream_uses[sid] - {entry[1]}
+                    others = stream_uses[sid] - {entry[1]}
                     alloc.free(entry[0], _ready_ms(others, last_on_stream, spans))
     except OutOfMemory as e:
         nbytes = graph.storages()[sid].nbytes
@@ -107,11 +118,26 @@ def replay(
         segments=alloc.segments_peak,
         segment_allocs=alloc.segment_allocs,
         alloc_retries=alloc.alloc_retries,
-        resident_bytes=sum(n for _, n in events.residents),
+        resident_bytes=sum(n for _, n in residents),
         include_inputs=include_inputs,
         include_params=include_params,
         uses_timeline=spans is not None,
     )
+
+
+def _bucket(events: list[Event], n: int) -> tuple[list, list[list], list[list]]:
+    """Split host-order events into residents and per-launch allocations and frees."""
+    residents: list[tuple[str, int]] = []
+    allocs: list[list[tuple[str, int]]] = [[] for _ in range(n)]
+    frees: list[list[str]] = [[] for _ in range(n)]
+    for e in events:
+        if e.launch_index < 0:
+            residents.append((e.storage, e.nbytes))
+        elif e.kind == "alloc":
+            allocs[e.launch_index].append((e.storage, e.nbytes))
+        else:
+            frees[e.launch_index].append(e.storage)
+    return residents, allocs, frees
 
 
 def _ready_ms(

@@ -64,14 +64,13 @@ def should_split(small: bool, remaining_bytes: int) -> bool:
 class Block:
     """A piece of one segment; ``prev``/``next`` are its neighbours in that segment."""
 
-    __slots__ = ("addr", "size", "stream", "small", "segment", "prev", "next", "state")
+    __slots__ = ("addr", "size", "stream", "small", "prev", "next", "state")
 
-    def __init__(self, addr: int, size: int, stream: int, small: bool, segment: int):
+    def __init__(self, addr: int, size: int, stream: int, small: bool):
         self.addr = addr
         self.size = size
         self.stream = stream
         self.small = small
-        self.segment = segment
         self.prev: Block | None = None
         self.next: Block | None = None
         self.state = _FREE
@@ -104,7 +103,7 @@ class TorchCudaAllocator(Counters):
             block = self._new_segment(stream, small, segment_bytes(size))
         remaining = block.size - size
         if should_split(small, remaining):
-            rest = Block(block.addr + size, remaining, stream, small, block.segment)
+            rest = Block(block.addr + size, remaining, stream, small)
             rest.prev, rest.next = block, block.next
             if block.next is not None:
                 block.next.prev = rest
@@ -160,7 +159,7 @@ class TorchCudaAllocator(Counters):
             if not self._fits(seg_bytes):
                 raise OutOfMemory(seg_bytes)
         self._reserve(seg_bytes)
-        block = Block(self._next_addr, seg_bytes, stream, small, self.segment_allocs)
+        block = Block(self._next_addr, seg_bytes, stream, small)
         self._next_addr += seg_bytes
         return block
 
