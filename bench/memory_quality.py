@@ -34,8 +34,16 @@ def main() -> None:
             t0 = time.perf_counter()
             s = make_schedule(g, policy)
             plan = plan_arena(g, s)
-            arena_rows.append((name, policy, plan.arena_bytes, plan.lower_bound_bytes, plan.lower_bound_exact,
-                               time.perf_counter() - t0))
+            arena_rows.append(
+                (
+                    name,
+                    policy,
+                    plan.arena_bytes,
+                    plan.lower_bound_bytes,
+                    plan.lower_bound_exact,
+                    time.perf_counter() - t0,
+                )
+            )
         graph_order = sequential_peak_bytes(g, g.node_ids)
         t0 = time.perf_counter()
         mem = make_schedule(g, "memory")
@@ -43,14 +51,20 @@ def main() -> None:
         order_rows.append((name, graph_order, mem_peak, time.perf_counter() - t0, mem.meta.get("method", "")))
 
     print(f"\nstatic arena vs lower bound (activations, batch {args.batch})")
-    print(f"{'model':14} {'policy':11} {'arena MiB':>10} {'bound MiB':>10} {'ratio':>6} {'exact':>6} {'time s':>7}")
+    print(
+        f"{'model':14} {'policy':11} {'arena MiB':>10} {'bound MiB':>10} {'ratio':>6} {'exact':>6} {'time s':>7}"
+    )
     for name, policy, arena, bound, exact, secs in arena_rows:
         ratio = arena / bound if bound else 1.0
-        print(f"{name:14} {policy:11} {arena / MiB:10.2f} {bound / MiB:10.2f} {ratio:6.3f} {str(exact):>6} {secs:7.2f}")
+        print(
+            f"{name:14} {policy:11} {arena / MiB:10.2f} {bound / MiB:10.2f} {ratio:6.3f} {str(exact):>6} {secs:7.2f}"
+        )
     print(f"\nmemory order vs graph order (peak live activations, one stream, batch {args.batch})")
     print(f"{'model':14} {'graph MiB':>10} {'memory MiB':>11} {'gain':>6} {'time s':>7}  method")
     for name, go, mo, secs, method in order_rows:
-        print(f"{name:14} {go / MiB:10.2f} {mo / MiB:11.2f} {go / mo if mo else 1:6.3f} {secs:7.2f}  {method}")
+        print(
+            f"{name:14} {go / MiB:10.2f} {mo / MiB:11.2f} {go / mo if mo else 1:6.3f} {secs:7.2f}  {method}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     policies = args.policies.split(",")
-    print(f"{'ops':>8} {'policy':<11} {'streams':>7} {'events':>7} {'schedule_s':>10} {'verify_s':>9} {'total_s':>8}")
+    print(
+        f"{'ops':>8} {'policy':<11} {'streams':>7} {'events':>7} {'schedule_s':>10} {'verify_s':>9} {'total_s':>8}"
+    )
     for n in sizes:
         t0 = time.perf_counter()
         g = load_model(f"random:{n}")
@@ -41,8 +43,11 @@ def main() -> None:
             t1 = time.perf_counter()
             verify_schedule(g, s)
             t2 = time.perf_counter()
-            print(f"{n:>8} {policy:<11} {s.num_streams:>7} {s.num_events:>7} {t1 - t0:>10.2f} "
-                  f"{t2 - t1:>9.2f} {t2 - t0:>8.2f}", flush=True)
+            print(
+                f"{n:>8} {policy:<11} {s.num_streams:>7} {s.num_events:>7} {t1 - t0:>10.2f} "
+                f"{t2 - t1:>9.2f} {t2 - t0:>8.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

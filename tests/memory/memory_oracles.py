@@ -89,7 +89,9 @@ def brute_force_arena_bound(graph: Graph, schedule: StreamSchedule) -> int:
     best = 0
     for mask in range(1 << len(names)):
         pick = [names[i] for i in range(len(names)) if mask >> i & 1]
-        if all(not dies_before(a, b) and not dies_before(b, a) for i, a in enumerate(pick) for b in pick[i + 1:]):
+        if all(
+            not dies_before(a, b) and not dies_before(b, a) for i, a in enumerate(pick) for b in pick[i + 1 :]
+        ):
             best = max(best, sum(size[s] for s in pick))
     return best
 

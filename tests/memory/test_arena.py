@@ -2,13 +2,13 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_oracles import brute_force_arena_bound, schedules_for
+from test_golden import asap
 
 from dags import random_dags
-from memory_oracles import brute_force_arena_bound, schedules_for
 from streamplan.memory import check_arena, liveness, plan_arena
 from streamplan.zoo.random_dag import random_dag
 from streamplan.zoo.seed import example2
-from test_golden import asap
 
 
 def test_checker_accepts_plan_and_catches_overlap():
@@ -55,3 +55,21 @@ def test_random_graph_multi_stream_arena_near_bound():
     plan = plan_arena(g, s)
     assert check_arena(liveness(g, s), plan.offsets) == []
     assert plan.lower_bound_exact and plan.arena_bytes <= 1.05 * plan.lower_bound_bytes
+
+
+@settings(max_examples=30, deadline=None)
+@given(graph_and_schedule(max_nodes=9), st.booleans())
+def test_conflict_pairs_match_pairwise_definition(gs, inputs):
+    from streamplan.memory import conflict_pairs, may_coexist
+
+    g, s = gs
+    live = liveness(g, s, include_inputs=inputs)
+    lives = live.lives
+    got = set(zip(*(a.tolist() for a in conflict_pairs(live)), strict=True))
+    expect = {
+        (i, j)
+        for i in range(len(lives))
+        for j in range(i + 1, len(lives))
+        if may_coexist(live, lives[i], lives[j])
+    }
+    assert got == expect

@@ -1,9 +1,10 @@
 """explain_peak / compare_peaks: named storages, the seed's arena sentence, policy warnings."""
 
+from test_golden import asap, sequential
+
 from dags import chain
 from streamplan.memory import compare_peaks, explain_peak
 from streamplan.zoo.seed import example2
-from test_golden import asap, sequential
 
 
 def test_explains_seed_example2_asap_in_words():

@@ -2,12 +2,12 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_oracles import brute_force_worst_case, schedules_for
+from test_golden import asap
 
 from dags import random_dags
-from memory_oracles import brute_force_worst_case, schedules_for
-from streamplan.memory import liveness, live_bytes_at, worst_case_peak
+from streamplan.memory import live_bytes_at, liveness, worst_case_peak
 from streamplan.zoo.seed import example2
-from test_golden import asap
 
 
 @st.composite

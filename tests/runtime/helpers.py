@@ -8,8 +8,9 @@ from streamplan.runtime.compare import _graph_order_reference
 from streamplan.schedule.schedule import StreamSchedule
 
 
-def assert_matches_reference(graph: Graph, schedule: StreamSchedule, *, chaos: bool = False, seed: int = 0,
-                             repeat: int = 1) -> None:
+def assert_matches_reference(
+    graph: Graph, schedule: StreamSchedule, *, chaos: bool = False, seed: int = 0, repeat: int = 1
+) -> None:
     ref = _graph_order_reference(graph, seed=0)
     result = run(graph, schedule, chaos=chaos, chaos_seed=seed, repeat=repeat)
     ok, max_abs, _ = compare_outputs(result.outputs, ref)

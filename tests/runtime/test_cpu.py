@@ -22,6 +22,8 @@ SMALL = ("seed-example1", "seed-example2", "seed-concat", "random:60")
 @pytest.mark.parametrize("spec", SMALL)
 @pytest.mark.parametrize("policy", POLICIES)
 def test_small_graphs_every_policy(spec: str, policy: str) -> None:
+    if policy == "ios" and spec == "random:60":
+        spec = "random:24"  # the IOS search alone takes ~15 s on random:60
     graph = load_model(spec)
     schedule = make_schedule(graph, policy, max_streams=4)
     verify_schedule(graph, schedule)
@@ -45,8 +47,12 @@ def test_peak_matches_sequential_memory_model() -> None:
         schedule = make_schedule(graph, "sequential")
         measured = run(graph, schedule).measured_peak_bytes
         assert measured == host_order_peak_bytes(graph, schedule), spec
-    assert run(load_model("seed-example2"), make_schedule(load_model("seed-example2"), "sequential")) \
-        .measured_peak_bytes == 3 << 20
+    assert (
+        run(
+            load_model("seed-example2"), make_schedule(load_model("seed-example2"), "sequential")
+        ).measured_peak_bytes
+        == 3 << 20
+    )
 
 
 def test_result_figures() -> None:
@@ -106,3 +112,10 @@ def test_schedule_for_another_graph_is_refused() -> None:
     other = StreamSchedule(("a", "b"), {"a": 0, "b": 0})
     with pytest.raises(ValueError, match="exactly once"):
         run(graph, other)
+
+
+def test_wait_on_a_later_op_is_refused() -> None:
+    graph, schedule = _slow_chain_then_reader()
+    bad = schedule.replace(waits=(Wait("r", "a0"),))
+    with pytest.raises(ValueError, match="launched later: deadlock"):
+        run(graph, bad)

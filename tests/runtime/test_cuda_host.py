@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from streamplan.runtime.compare import _graph_order_reference
 from streamplan.models import load_model
 from streamplan.runtime import compare_outputs, make_schedule
 from streamplan.runtime.backend_api import FakeBackend
+from streamplan.runtime.compare import _graph_order_reference
 from streamplan.runtime.cuda import StreamExecutor
 from streamplan.runtime.interpret import initial_env
 from streamplan.runtime.measure import LiveBytes
@@ -25,8 +25,9 @@ def _launch(graph, schedule):
 
 def test_events_recorded_and_waited_in_launch_order() -> None:
     graph = load_model("seed-example2")
-    schedule = with_derived_waits(graph, ("a", "b", "c", "d", "e", "f"),
-                                  {"a": 0, "b": 0, "d": 0, "c": 1, "e": 1, "f": 0}, "two")
+    schedule = with_derived_waits(
+        graph, ("a", "b", "c", "d", "e", "f"), {"a": 0, "b": 0, "d": 0, "c": 1, "e": 1, "f": 0}, "two"
+    )
     calls, outputs, _ = _launch(graph, schedule)
     ok, _, _ = compare_outputs(outputs, _graph_order_reference(graph, 0))
     assert ok
@@ -55,8 +56,9 @@ def test_events_recorded_and_waited_in_launch_order() -> None:
 
 def test_record_stream_for_cross_stream_tensors() -> None:
     graph = load_model("seed-example2")
-    schedule = with_derived_waits(graph, ("a", "b", "c", "d", "e", "f"),
-                                  {"a": 0, "b": 0, "d": 0, "c": 1, "e": 1, "f": 0}, "two")
+    schedule = with_derived_waits(
+        graph, ("a", "b", "c", "d", "e", "f"), {"a": 0, "b": 0, "d": 0, "c": 1, "e": 1, "f": 0}, "two"
+    )
     calls, _, _ = _launch(graph, schedule)
     recorded = [(c[1], c[2]) for c in calls if c[0] == "record_stream"]
     # a (made on s0) is read by c on s1; e (made on s1) is read by f on s0;
@@ -82,7 +84,9 @@ def test_fake_backend_outputs_match(policy: str) -> None:
     calls, outputs, _ = _launch(graph, schedule)
     ok, _, _ = compare_outputs(outputs, _graph_order_reference(graph, 0))
     assert ok
-    n_waits = sum(1 for c in calls if c[0] == "wait_event" and c[3] not in ("fork",) and not c[3].startswith("join"))
+    n_waits = sum(
+        1 for c in calls if c[0] == "wait_event" and c[3] not in ("fork",) and not c[3].startswith("join")
+    )
     assert n_waits == len(schedule.waits)
 
 
@@ -96,3 +100,16 @@ def test_real_cuda_matches(cuda_graph: bool) -> None:
     result = run(graph, schedule, device="cuda", repeat=3, warmup=1, cuda_graph=cuda_graph)
     ok, _, _ = compare_outputs(result.outputs, _graph_order_reference(graph, 0))
     assert ok and result.max_memory_allocated_bytes > 0
+
+
+def test_chaos_delays_go_before_each_launch_on_its_stream() -> None:
+    from streamplan.runtime.cpu import chaos_delays_s
+
+    graph = load_model("seed-example1")
+    schedule = make_schedule(graph, "asap")
+    backend = FakeBackend()
+    executor = StreamExecutor(graph, schedule, backend)
+    executor.launch(initial_env(graph, None, None), delays_s=chaos_delays_s(schedule, 0))
+    for op in schedule.launch_order:
+        s = f"s{schedule.streams[op]}"
+        assert backend.calls.index(("delay", s, op)) + 1 == backend.calls.index(("launch", s, op))

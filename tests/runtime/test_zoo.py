@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from streamplan.frontends.torch_capture import capture
+from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.runtime import compare_outputs, make_schedule, run
 from streamplan.runtime.compare import _flat_tensors
 from streamplan.runtime.interpret import params_from_module
@@ -20,8 +21,11 @@ from streamplan.zoo.registry import ZOO
 
 IMAGE_SIZE = {"inception_v3": 80, "nasnet_a": 64}
 SEQ_LEN = 16
-MODELS = [name for name, m in ZOO.items()
-          if m.kind == "torch" and (m.requires is None or importlib.util.find_spec(m.requires))]
+MODELS = [
+    name
+    for name, m in ZOO.items()
+    if m.kind == "torch" and (m.requires is None or importlib.util.find_spec(m.requires))
+]
 
 
 def shrink(name: str, inputs: tuple) -> tuple:
@@ -57,3 +61,6 @@ def test_zoo_matches_eager(zoo_model) -> None:
         result = run(graph, schedule, list(inputs), params=params, chaos=chaos)
         ok, max_abs, _ = compare_outputs(result.outputs, ref)
         assert ok, f"{name} {policy}: max abs error {max_abs}"
+        if policy == "sequential":  # one stream: measured live bytes = the memory model's figure
+            predicted = host_order_peak_bytes(graph, schedule)
+            assert result.measured_peak_bytes == predicted

@@ -31,32 +31,31 @@ EXPECTED = {
 TORCH_MODELS = [m.name for m in ZOO.values() if m.kind == "torch"]
 HAS_CAPTURE = importlib.util.find_spec("streamplan.frontends.torch_capture") is not None
 
-_BUILT: dict[str, tuple] = {}
 
-
-def _build(name: str) -> tuple:
+@pytest.fixture(scope="module", params=sorted(EXPECTED))
+def zoo_model(request: pytest.FixtureRequest) -> tuple:
+    """(name, module, example_inputs) at batch 1, built once per model; pytest runs every test
+    of one model before building the next, so only one model's weights are held at a time."""
+    name = request.param
     entry = ZOO[name]
     if entry.requires and importlib.util.find_spec(entry.requires) is None:
         pytest.skip(f"{name} needs {entry.requires}")
-    if name not in _BUILT:
-        _BUILT[name] = entry.load_factory()(1)
-    return _BUILT[name]
+    module, inputs = entry.load_factory()(1)
+    return name, module, inputs
 
 
 def test_every_torch_model_has_an_expectation() -> None:
     assert sorted(TORCH_MODELS) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_parameter_count_is_the_published_one(name: str) -> None:
-    module, _ = _build(name)
+def test_parameter_count_is_the_published_one(zoo_model: tuple) -> None:
+    name, module, _ = zoo_model
     assert param_count(module) == EXPECTED[name][0]
     assert not module.training
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_eager_forward_shape(name: str) -> None:
-    module, inputs = _build(name)
+def test_eager_forward_shape(zoo_model: tuple) -> None:
+    name, module, inputs = zoo_model
     with torch.no_grad():
         out = module(*inputs)
     if not isinstance(out, torch.Tensor):  # transformers: a ModelOutput
@@ -107,16 +106,15 @@ def test_randwire_c109_is_close_to_the_paper() -> None:
 
 
 @pytest.mark.skipif(not HAS_CAPTURE, reason="streamplan.frontends.torch_capture is not available yet")
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_capture_and_verify(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_capture_and_verify(zoo_model: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     from streamplan.ir.verify import verify
     from streamplan.models import load_model
 
-    built = _build(name)
+    name, module, inputs = zoo_model
     # Reuse the module built above (the factory itself is tested there): load_model still
     # resolves the name, checks requirements and captures, without a second weight init.
     mod_name, fn_name = ZOO[name].factory.split(":")
-    monkeypatch.setattr(importlib.import_module(mod_name), fn_name, lambda batch: built)
+    monkeypatch.setattr(importlib.import_module(mod_name), fn_name, lambda batch: (module, inputs))
     graph = load_model(name)
     verify(graph)
     assert len(graph.nodes) > 0

@@ -1,15 +1,14 @@
 """Op cost: how long an op takes alone, and how much of the device it can fill.
 
 ``CostModel`` is the tiny interface the simulator and the IOS search use.
-``AnalyticCostModel`` is a roofline with a wave-quantisation penalty::
+``AnalyticCostModel`` is a roofline scaled by how much of the device the op fills::
 
-    time = kernel_fixed + max(flops / (peak * eff), bytes / (bw * eff)) / utilisation
+    time = kernel_fixed + max(flops / (peak * eff), bytes / (bw * eff)) / occupancy
+    occupancy = min(1, blocks / slots)     (slots = SMs x resident blocks per SM)
 
-where ``utilisation = blocks / (waves * slots)`` (slots = SMs x resident blocks
-per SM; an op with 10 tiles on 160 slots can use only 1/16 of the peak) and
-``occupancy = min(1, blocks / slots)`` is the share of the device it holds while
-running. Thread blocks are estimated from the output: GEMM/conv tiles of 64x64 of
-the implicit GEMM (M = output pixels, N = output channels) with split-K when K is
+An op with 16 tiles on 160 slots can use only a tenth of the peak, and holds only
+a tenth of the device while it runs (the rest is free for concurrent ops).
+Thread blocks are estimated from the output: GEMM/conv tiles of 64x64 of the implicit GEMM (M = output pixels, N = output channels) with split-K when K is
 long, 512 elements per block for everything else. View and metadata ops
 (``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing.
 """
@@ -149,8 +148,9 @@ class AnalyticCostModel(CostModel):
         compute_s = node.flops / (peak * eff)
         memory_s = (node.bytes_read + node.bytes_written) / (d.mem_bw_bytes_per_s * d.memory_efficiency)
         blocks, slots = self._blocks(graph, node, gemm)
-        waves = math.ceil(blocks / slots)
-        utilisation = blocks / (waves * slots)
+        # Libraries pick tile sizes that balance big problems over the SMs, so only a
+        # launch with fewer blocks than slots loses peak (an op that fills 10% gets 10%).
+        utilisation = min(1.0, blocks / slots)
         return d.kernel_fixed_ms + 1e3 * max(compute_s, memory_s) / utilisation
 
     def occupancy(self, graph: Graph, node: Node) -> float:

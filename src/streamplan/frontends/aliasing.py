@@ -30,8 +30,15 @@ class OpAliasing:
 
 # Schema-annotated as views, but they return a fresh tensor when a view is impossible.
 _MAY_COPY = {
-    "reshape", "reshape_as", "contiguous", "to", "type_as", "flatten", "unflatten",
-    "resolve_conj", "resolve_neg",
+    "reshape",
+    "reshape_as",
+    "contiguous",
+    "to",
+    "type_as",
+    "flatten",
+    "unflatten",
+    "resolve_conj",
+    "resolve_neg",
 }
 
 _CACHE: dict[Any, OpAliasing] = {}
@@ -71,7 +78,7 @@ def bind_arguments(schema: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     """Map the call's positional and keyword arguments to the schema's argument names."""
     bound: dict[str, Any] = {}
     positional = [a for a in schema.arguments if not a.kwarg_only]
-    for a, value in zip(positional, args):
+    for a, value in zip(positional, args, strict=False):
         bound[a.name] = value
     for name, value in kwargs.items():
         bound[name] = value

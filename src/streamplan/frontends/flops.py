@@ -22,36 +22,116 @@ Views cost nothing; the caller sets their FLOPs to 0 before asking.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from streamplan.ir.graph import Value
 
 _NORMS = {
-    "batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "_native_batch_norm_legit_functional", "layer_norm", "native_layer_norm", "group_norm",
-    "native_group_norm", "instance_norm", "rms_norm", "_fused_rms_norm", "cudnn_batch_norm",
+    "batch_norm",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional",
+    "layer_norm",
+    "native_layer_norm",
+    "group_norm",
+    "native_group_norm",
+    "instance_norm",
+    "rms_norm",
+    "_fused_rms_norm",
+    "cudnn_batch_norm",
 }
 _SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"}
 _REDUCTIONS = {
-    "sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "all", "any",
-    "cumsum", "cumprod", "count_nonzero", "norm", "linalg_vector_norm", "nansum", "aminmax",
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "prod",
+    "argmax",
+    "argmin",
+    "all",
+    "any",
+    "cumsum",
+    "cumprod",
+    "count_nonzero",
+    "norm",
+    "linalg_vector_norm",
+    "nansum",
+    "aminmax",
 }
 _VARIANCE = {"var", "std", "var_mean", "std_mean", "logsumexp"}
 _ZERO = {
-    "cat", "stack", "clone", "copy", "_to_copy", "to", "contiguous", "embedding", "index",
-    "index_select", "gather", "scatter", "slice_scatter", "select_scatter", "index_put",
-    "constant_pad_nd", "pad", "zeros", "ones", "full", "empty", "empty_strided", "arange",
-    "new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided", "zeros_like",
-    "ones_like", "full_like", "empty_like", "rand", "randn", "rand_like", "randn_like",
-    "lift_fresh_copy", "fill", "repeat", "tile", "roll", "flip", "scalar_tensor", "tensor",
-    "masked_select", "nonzero", "unfold_copy", "_unsafe_view", "detach_copy", "permute_copy",
-    "view_copy", "expand_copy", "split_with_sizes_copy", "lift_fresh", "zero",
-    "reflection_pad1d", "reflection_pad2d", "replication_pad1d", "replication_pad2d",
+    "cat",
+    "stack",
+    "clone",
+    "copy",
+    "_to_copy",
+    "to",
+    "contiguous",
+    "embedding",
+    "index",
+    "index_select",
+    "gather",
+    "scatter",
+    "slice_scatter",
+    "select_scatter",
+    "index_put",
+    "constant_pad_nd",
+    "pad",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "empty_strided",
+    "arange",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "new_empty",
+    "new_empty_strided",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "rand",
+    "randn",
+    "rand_like",
+    "randn_like",
+    "lift_fresh_copy",
+    "fill",
+    "repeat",
+    "tile",
+    "roll",
+    "flip",
+    "scalar_tensor",
+    "tensor",
+    "masked_select",
+    "nonzero",
+    "unfold_copy",
+    "_unsafe_view",
+    "detach_copy",
+    "permute_copy",
+    "view_copy",
+    "expand_copy",
+    "split_with_sizes_copy",
+    "lift_fresh",
+    "zero",
+    "reflection_pad1d",
+    "reflection_pad2d",
+    "replication_pad1d",
+    "replication_pad2d",
 }
 _SDPA = {
-    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_attention_math",
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_attention_math",
 }
 
 
@@ -118,10 +198,10 @@ def _einsum(bound: dict[str, Any], outputs: Sequence[Value]) -> int:
     operands = [v for v in bound.get("tensors", []) if isinstance(v, Value)]
     lhs = equation.split("->")[0].split(",")
     sizes: dict[str, int] = {}
-    for term, v in zip(lhs, operands):
+    for term, v in zip(lhs, operands, strict=False):
         if "." in term:  # ellipsis: fall back to a matmul-like estimate
             return 2 * numel(outputs[0].shape) if outputs else 0
-        for letter, d in zip(term, v.shape):
+        for letter, d in zip(term, v.shape, strict=False):
             sizes[letter] = d
     return 2 * math.prod(sizes.values()) if sizes else 0
 

@@ -6,7 +6,7 @@ bound, explanations; the allocator models live in ``streamplan.memory.allocators
 All figures are bytes and say which storages they include (activations by default).
 """
 
-from streamplan.memory.arena import ArenaPlan, check_arena, conflicts, may_coexist, plan_arena
+from streamplan.memory.arena import ArenaPlan, check_arena, conflict_pairs, conflicts, may_coexist, plan_arena
 from streamplan.memory.explain import (
     LiveStorage,
     NewOverlap,
@@ -30,10 +30,36 @@ from streamplan.memory.simulated import SimulatedMemory, simulated_memory, simul
 from streamplan.memory.worst_case import WorstCasePeak, live_bytes_at, worst_case_peak
 
 __all__ = [
-    "ArenaPlan", "Event", "HappensBefore", "HostOrderTrace", "Includes", "LiveStorage", "Liveness",
-    "MemoryReport", "NewOverlap", "PeakComparison", "PeakExplanation", "SimulatedMemory", "StorageLife",
-    "TraceEntry", "WorstCasePeak", "analyze_memory", "check_arena", "compare_peaks", "conflicts",
-    "explain_peak", "host_order_events", "host_order_peak_bytes", "host_order_trace", "live_bytes_at",
-    "liveness", "may_coexist", "plan_arena", "policy_warnings", "simulated_memory", "simulated_peak_bytes",
+    "ArenaPlan",
+    "Event",
+    "conflict_pairs",
+    "HappensBefore",
+    "HostOrderTrace",
+    "Includes",
+    "LiveStorage",
+    "Liveness",
+    "MemoryReport",
+    "NewOverlap",
+    "PeakComparison",
+    "PeakExplanation",
+    "SimulatedMemory",
+    "StorageLife",
+    "TraceEntry",
+    "WorstCasePeak",
+    "analyze_memory",
+    "check_arena",
+    "compare_peaks",
+    "conflicts",
+    "explain_peak",
+    "host_order_events",
+    "host_order_peak_bytes",
+    "host_order_trace",
+    "live_bytes_at",
+    "liveness",
+    "may_coexist",
+    "plan_arena",
+    "policy_warnings",
+    "simulated_memory",
+    "simulated_peak_bytes",
     "worst_case_peak",
 ]

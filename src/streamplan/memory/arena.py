@@ -5,9 +5,10 @@ creator of the other (outputs and resident storages never die); otherwise they m
 be live together in some timing and must not share bytes. "Dies before the other
 is born" is a partial order, so the storages that pairwise may coexist form an
 antichain of it: the arena's lower bound is a maximum-weight antichain, found
-exactly with one max-flow (weighted Dilworth) up to ``EXACT_BOUND_MAX_STORAGES``;
-above that it is a proven clique (the worst-case witness or the host-order peak
-set) with ``lower_bound_exact=False``. On one stream it is the host-order peak.
+exactly with one max-flow (weighted Dilworth) on a network of O(storages x
+streams) edges. On one stream it is simply the host-order peak. (Only when the
+byte total overflows the solver's int32 capacities are sizes rounded, and the
+bound is then a proven, not exact, one: ``lower_bound_exact=False``.)
 
 Placement: best fit (the smallest gap between already placed conflicting storages
 that fits) under several orders — size, lifetime length, birth — keeping the
@@ -16,6 +17,7 @@ smallest arena.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +25,6 @@ import numpy as np
 from streamplan.ir.graph import Graph
 from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
 from streamplan.schedule.schedule import StreamSchedule
-
-EXACT_BOUND_MAX_STORAGES = 4000
 
 
 @dataclass(frozen=True)
@@ -46,102 +46,170 @@ class ArenaPlan:
         return self.arena_bytes / self.lower_bound_bytes if self.lower_bound_bytes else 1.0
 
     def to_dict(self) -> dict:
-        return {"arena_bytes": self.arena_bytes, "arena_lower_bound_bytes": self.lower_bound_bytes,
-                "lower_bound_exact": self.lower_bound_exact, "order": self.order,
-                "bound_storages": list(self.bound_storages), "offsets": dict(self.offsets),
-                "includes": self.includes.describe()}
+        return {
+            "arena_bytes": self.arena_bytes,
+            "arena_lower_bound_bytes": self.lower_bound_bytes,
+            "lower_bound_exact": self.lower_bound_exact,
+            "order": self.order,
+            "bound_storages": list(self.bound_storages),
+            "offsets": dict(self.offsets),
+            "includes": self.includes.describe(),
+        }
 
     def __str__(self) -> str:
         mib = 1 << 20
         exact = "" if self.lower_bound_exact else " (proven bound, not exact)"
-        return (f"static arena {self.arena_bytes / mib:.3f} MiB, lower bound "
-                f"{self.lower_bound_bytes / mib:.3f} MiB{exact}, ratio {self.ratio:.3f}, "
-                f"order {self.order} ({self.includes.describe()})")
+        return (
+            f"static arena {self.arena_bytes / mib:.3f} MiB, lower bound "
+            f"{self.lower_bound_bytes / mib:.3f} MiB{exact}, ratio {self.ratio:.3f}, "
+            f"order {self.order} ({self.includes.describe()})"
+        )
+
+
+class _Ranges:
+    """For each storage and stream, which creators on that stream it may coexist with.
+
+    Along one stream the start clocks only grow, so the ops that start after a
+    storage is dead for sure form a suffix of the stream: ``dead_from[s][t]`` is
+    where it begins (binary search). The storages created on stream t between the
+    storage's own creator and that suffix may coexist with it.
+    """
+
+    def __init__(self, live: Liveness):
+        hb = live.hb
+        k = hb.num_slots
+        self.ops: list[list[str]] = [[] for _ in range(k)]
+        for op in hb.launch_index:
+            self.ops[hb.slot[op]].append(op)
+        self.launch_pos = [[hb.launch_index[op] for op in ops] for ops in self.ops]
+        self.created: dict[str, list[StorageLife]] = {}
+        for life in live.lives:
+            if life.creator is not None:
+                self.created.setdefault(life.creator, []).append(life)
+        self.dead_from: dict[str, list[int]] = {}
+        self.first_after: dict[str, list[int]] = {}
+        for life in live.lives:
+            if life.creator is None:
+                continue
+            death = live.death_clock(life)
+            p = hb.launch_index[life.creator]
+            self.first_after[life.storage] = [bisect.bisect_right(lp, p) for lp in self.launch_pos]
+            self.dead_from[life.storage] = [
+                len(ops) if death is None else _first_reaching(ops, hb.before, death) for ops in self.ops
+            ]
+
+
+def _first_reaching(ops: list[str], before: dict[str, tuple[int, ...]], clock: tuple[int, ...]) -> int:
+    """Index of the first op in ``ops`` (one stream) whose start clock is >= ``clock``."""
+    lo, hi = 0, len(ops)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if all(x >= y for x, y in zip(before[ops[mid]], clock, strict=False)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def conflict_pairs(live: Liveness, ranges: _Ranges | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair (i, j), i < j, of ``live.lives`` positions that may be live together.
+
+    A pair (a created first in launch order, b) conflicts iff a is not dead before
+    b's creator starts (b cannot die before a is born: HB follows launch order).
+    Output-sensitive: the storages created on one stream between a's creator and the
+    point where a is dead for sure are one contiguous slice.
+    """
+    r = ranges or _Ranges(live)
+    lives = list(live.lives)
+    pos = {s.storage: i for i, s in enumerate(lives)}
+    flat, cum = [], []
+    for ops in r.ops:
+        items = [pos[b.storage] for op in ops for b in r.created.get(op, ())]
+        counts = [len(r.created.get(op, ())) for op in ops]
+        flat.append(np.array(items, dtype=np.int64))
+        cum.append(np.concatenate(([0], np.cumsum(counts, dtype=np.int64))))
+    first: list[np.ndarray] = []
+    second: list[np.ndarray] = []
+    resident = [i for i, s in enumerate(lives) if s.creator is None]
+    everyone = np.arange(len(lives), dtype=np.int64)
+    for i in resident:
+        others = everyone[everyone != i]
+        first.append(np.full(len(others), i, dtype=np.int64))
+        second.append(others)
+    for births in r.created.values():
+        ids = [pos[b.storage] for b in births]
+        for j, x in enumerate(ids):
+            for y in ids[j + 1 :]:
+                first.append(np.array([x]))
+                second.append(np.array([y]))
+    for i, life in enumerate(lives):
+        if life.creator is None:
+            continue
+        fa, df = r.first_after[life.storage], r.dead_from[life.storage]
+        parts = [flat[t][cum[t][fa[t]] : cum[t][df[t]]] for t in range(len(r.ops)) if df[t] > fa[t]]
+        if parts:
+            nb = np.concatenate(parts)
+            first.append(np.full(len(nb), i, dtype=np.int64))
+            second.append(nb)
+    if not first:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    x, y = np.concatenate(first), np.concatenate(second)
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    key = np.unique(lo * len(lives) + hi)  # residents meet each other twice
+    return key // len(lives), key % len(lives)
 
 
 def conflicts(live: Liveness) -> dict[str, list[str]]:
-    """For each storage, the storages that may be live together with it in some timing.
-
-    Sweeps creators in launch order keeping the storages that are not yet dead for
-    every future op; a pair (a created first, b) conflicts iff a is not dead before
-    b's creator starts (b can never die before a is born: HB follows launch order).
-    """
-    hb = live.hb
-    resident = [s for s in live.lives if s.creator is None]
-    by_creator: dict[str, list[StorageLife]] = {}
-    for s in live.lives:
-        if s.creator is not None:
-            by_creator.setdefault(s.creator, []).append(s)
-    adj: dict[str, list[str]] = {s.storage: [] for s in live.lives}
-    for i, a in enumerate(resident):
-        for b in live.lives:
-            if b is not a and (b.creator is not None or resident.index(b) > i):
-                adj[a.storage].append(b.storage)
-                adj[b.storage].append(a.storage)
-    death = {s.storage: live.death_clock(s) for s in live.lives if s.creator is not None}
-    remaining = [0] * hb.num_slots
-    for op in hb.launch_index:
-        remaining[hb.slot[op]] += 1
-    floor_clock = [0] * hb.num_slots  # clock every future op starts at or after, per stream
-    last_after: list[tuple[int, ...] | None] = [None] * hb.num_slots
-    active: list[StorageLife] = []
-    for op in hb.launch_index:
-        births = by_creator.get(op, [])
-        before = hb.before[op]
-        if births:
-            still = []
-            for a in active:
-                da = death[a.storage]
-                if da is not None and all(x <= y for x, y in zip(da, before)):
-                    if all(x <= y for x, y in zip(da, floor_clock)):
-                        continue  # dead for every later op too
-                    still.append(a)
-                    continue
-                still.append(a)
-                for b in births:
-                    adj[a.storage].append(b.storage)
-                    adj[b.storage].append(a.storage)
-            for j, b in enumerate(births):
-                for c in births[j + 1:]:
-                    adj[b.storage].append(c.storage)
-                    adj[c.storage].append(b.storage)
-            active = still + births
-        s = hb.slot[op]
-        remaining[s] -= 1
-        last_after[s] = hb.after[op]
-        live_streams = [t for t in range(hb.num_slots) if remaining[t] > 0]
-        floor_clock = [min((last_after[t] or (0,) * hb.num_slots)[x] for t in live_streams)
-                       if live_streams else 1 << 60 for x in range(hb.num_slots)]
+    """For each storage, the storages that may be live together with it in some timing."""
+    names = [s.storage for s in live.lives]
+    adj: dict[str, list[str]] = {n: [] for n in names}
+    for i, j in zip(*conflict_pairs(live), strict=False):
+        adj[names[i]].append(names[j])
+        adj[names[j]].append(names[i])
     return adj
 
 
-def _place(order: list[StorageLife], adj: dict[str, list[str]]) -> dict[str, int]:
+def _neighbours(n: int, first: np.ndarray, second: np.ndarray) -> list[np.ndarray]:
+    src = np.concatenate([first, second])
+    dst = np.concatenate([second, first])
+    order = np.argsort(src, kind="stable")
+    src, dst = src[order], dst[order]
+    bounds = np.searchsorted(src, np.arange(n + 1))
+    return [dst[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+def _place(order: list[int], size: np.ndarray, nbrs: list[np.ndarray]) -> np.ndarray:
     """Best-fit placement in ``order``: the smallest fitting gap among placed neighbours."""
-    offsets: dict[str, int] = {}
-    size = {s.storage: s.nbytes for s in order}
-    for s in order:
-        busy = sorted((offsets[n], offsets[n] + size[n]) for n in adj[s.storage] if n in offsets)
-        best_off, best_gap, cur = None, None, 0
-        for lo, hi in busy:
-            gap = lo - cur
-            if gap >= s.nbytes and (best_gap is None or gap < best_gap):
-                best_off, best_gap = cur, gap
-            cur = max(cur, hi)
-        offsets[s.storage] = cur if best_off is None else best_off
-    return offsets
+    off = np.full(len(size), -1, dtype=np.int64)
+    for i in order:
+        nb = nbrs[i]
+        nb = nb[off[nb] >= 0]
+        if not len(nb):
+            off[i] = 0
+            continue
+        lo = off[nb]
+        srt = np.argsort(lo, kind="stable")
+        lo = lo[srt]
+        top = np.maximum.accumulate(lo + size[nb][srt])
+        starts = np.concatenate(([0], top[:-1]))  # free space begins after everything below
+        gaps = lo - starts
+        fit = np.nonzero(gaps >= size[i])[0]
+        off[i] = starts[fit[np.argmin(gaps[fit])]] if len(fit) else top[-1]
+    return off
 
 
-def plan_arena(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-               include_params: bool = False, live: Liveness | None = None,
-               known_clique: tuple[str, ...] = ()) -> ArenaPlan:
-    """Offsets for every counted storage, valid for every timing, and the lower bound.
-
-    ``known_clique`` may name storages known to be live together at one instant (a
-    worst-case witness); it serves as the bound when the exact bound is too large.
-    """
+def plan_arena(
+    graph: Graph,
+    schedule: StreamSchedule,
+    *,
+    include_inputs: bool = False,
+    include_params: bool = False,
+    live: Liveness | None = None,
+) -> ArenaPlan:
+    """Offsets for every counted storage, valid for every timing, and the lower bound."""
     if live is None:
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
-    adj = conflicts(live)
+    ranges = _Ranges(live)
     index = live.hb.launch_index
     n = len(index)
 
@@ -151,42 +219,38 @@ def plan_arena(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool =
     def death(s: StorageLife) -> int:
         return n if s.persistent else max(index[u] for u in s.users)
 
-    orders = {
-        "size": sorted(live.lives, key=lambda s: (-s.nbytes, birth(s))),
-        "lifetime": sorted(live.lives, key=lambda s: (-(death(s) - birth(s)), -s.nbytes, birth(s))),
-        "birth": sorted(live.lives, key=lambda s: (birth(s), -s.nbytes)),
-        "conflict-weight": sorted(live.lives, key=lambda s: (-sum(1 for _ in adj[s.storage]) * s.nbytes,
-                                                            birth(s))),
+    lives = list(live.lives)
+    size = np.array([s.nbytes for s in lives], dtype=np.int64)
+    nbrs = _neighbours(len(lives), *conflict_pairs(live, ranges))
+    keys = {
+        "size": lambda i: (-lives[i].nbytes, birth(lives[i])),
+        "lifetime": lambda i: (-(death(lives[i]) - birth(lives[i])), -lives[i].nbytes, birth(lives[i])),
+        "birth": lambda i: (birth(lives[i]), -lives[i].nbytes),
+        "conflict-weight": lambda i: (-len(nbrs[i]) * lives[i].nbytes, birth(lives[i])),
     }
+    bound, members, exact = lower_bound(live, ranges)
     best = None
-    for name, order in orders.items():
-        offs = _place(order, adj)
-        top = max((offs[s.storage] + s.nbytes for s in live.lives), default=0)
+    for name, key in keys.items():
+        off = _place(sorted(range(len(lives)), key=key), size, nbrs)
+        top = int((off + size).max()) if len(lives) else 0
         if best is None or top < best[0]:
-            best = (top, name, offs)
-    top, name, offs = best
-    bound, members, exact = lower_bound(live, adj, known_clique)
+            best = (top, name, off)
+        if top <= bound:
+            break  # already optimal
+    top, name, off = best
+    offs = {s.storage: int(off[i]) for i, s in enumerate(lives)}
     sizes = {s.storage: s.nbytes for s in live.lives}
     return ArenaPlan(offs, sizes, top, bound, exact, tuple(members), name, live.includes)
 
 
-def lower_bound(live: Liveness, adj: dict[str, list[str]],
-                known_clique: tuple[str, ...] = ()) -> tuple[int, list[str], bool]:
+def lower_bound(live: Liveness, ranges: _Ranges | None = None) -> tuple[int, list[str], bool]:
     """Heaviest set of pairwise may-coexist storages: (bytes, members, exact)."""
-    lives = list(live.lives)
-    if not lives:
+    if not live.lives:
         return 0, [], True
     if live.hb.num_slots <= 1:
-        return _host_order_clique(live) + (True,)
-    if len(lives) <= EXACT_BOUND_MAX_STORAGES:
-        return _max_weight_antichain(live) + (True,)
-    size = live.by_storage()
-    cands = [_host_order_clique(live)]
-    clique = [s for s in known_clique if s in size]
-    if all(b in set(adj[a]) for i, a in enumerate(clique) for b in clique[i + 1:]):
-        cands.append((sum(size[s].nbytes for s in clique), clique))
-    value, members = max(cands, key=lambda c: c[0])
-    return value, members, False
+        value, members = _host_order_clique(live)
+        return value, members, True
+    return _max_weight_antichain(live, ranges or _Ranges(live))
 
 
 def _host_order_clique(live: Liveness) -> tuple[int, list[str]]:
@@ -213,57 +277,66 @@ def _host_order_clique(live: Liveness) -> tuple[int, list[str]]:
     return sum(s.nbytes for b, d, s in spans if max(b, 0) <= at <= d), members
 
 
-def _max_weight_antichain(live: Liveness) -> tuple[int, list[str]]:
+def _max_weight_antichain(live: Liveness, r: _Ranges) -> tuple[int, list[str], bool]:
     """Maximum-weight antichain of "dies before the other is born" (weighted Dilworth).
 
-    Max-flow on the bipartite graph (a_L -> b_R when a < b, source -> a_L and
-    b_R -> sink with capacity the bytes); the antichain is {a : a_L reachable from
-    the source in the residual graph, a_R not}, and its weight is total - flow.
+    Max-flow from a source through a_L (capacity: a's bytes) to b_R (capacity: b's
+    bytes) and the sink, where a_L reaches b_R iff a dies before b is born. That
+    relation is routed through one chain of nodes per stream (a_L enters stream t
+    where a is dead for sure, and walks on to every later creator), so the network
+    has O(storages x streams) edges. The antichain is {a : a_L reachable from the
+    source in the residual graph, a_R not}; its weight is total - max flow.
     """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
     lives = list(live.lives)
     n = len(lives)
-    k = live.hb.num_slots
-    big = 1 << 60
-    death = np.full((n, k), big, dtype=np.int64)
-    birth = np.full((n, k), -1, dtype=np.int64)
-    for i, s in enumerate(lives):
-        dc = live.death_clock(s)
-        if dc is not None:
-            death[i] = dc
-        if s.creator is not None:
-            birth[i] = live.hb.before[s.creator]
-    rows, cols = [], []
-    step = max(1, 2_000_000 // max(1, n * k))
-    for lo in range(0, n, step):
-        less = np.all(death[lo:lo + step, None, :] <= birth[None, :, :], axis=2)
-        a, b = np.nonzero(less)
-        rows.append(a + lo)
-        cols.append(b)
-    a = np.concatenate(rows)
-    b = np.concatenate(cols)
-    # Scale bytes down by their gcd so capacities stay small integers (int32 for scipy).
     weights = np.array([s.nbytes for s in lives], dtype=np.int64)
-    g = int(np.gcd.reduce(weights[weights > 0])) if np.any(weights > 0) else 1
-    w = weights // max(g, 1)
+    unit = int(np.gcd.reduce(weights[weights > 0])) if np.any(weights > 0) else 1
+    exact = True
+    if int(weights.sum()) // unit >= 2**30:  # scipy wants int32 capacities
+        unit, exact = max(unit, int(weights.sum()) // 2**30 + 1), False
+    w = weights // unit  # rounding down keeps the antichain real; its true bytes are summed below
     inf = int(w.sum()) + 1
-    if inf >= 2**31 - 1:
-        raise OverflowError("arena bound capacities exceed int32; use the approximate bound")
-    src, sink = 2 * n, 2 * n + 1
-    u = np.concatenate([a, np.full(n, src), n + np.arange(n)])
-    v = np.concatenate([n + b, np.arange(n), np.full(n, sink)])
-    cap = np.concatenate([np.full(len(a), inf), w, w]).astype(np.int32)
-    graph = csr_matrix((cap, (u, v)), shape=(2 * n + 2, 2 * n + 2))
+    chain_base = [2 * n + 2]
+    for ops in r.ops:
+        chain_base.append(chain_base[-1] + len(ops) + 1)
+    src, sink, total_nodes = 2 * n, 2 * n + 1, chain_base[-1]
+    u: list[int] = []
+    v: list[int] = []
+    cap: list[int] = []
+
+    def edge(a: int, b: int, c: int) -> None:
+        u.append(a)
+        v.append(b)
+        cap.append(c)
+
+    pos = {s.storage: i for i, s in enumerate(lives)}
+    for i, life in enumerate(lives):
+        edge(src, i, int(w[i]))
+        edge(n + i, sink, int(w[i]))
+        if life.creator is not None:
+            for t, ops in enumerate(r.ops):
+                j = r.dead_from[life.storage][t]
+                if j < len(ops):
+                    edge(i, chain_base[t] + j, inf)
+    for t, ops in enumerate(r.ops):
+        for j, op in enumerate(ops):
+            edge(chain_base[t] + j, chain_base[t] + j + 1, inf)
+            for b in r.created.get(op, ()):
+                edge(chain_base[t] + j, n + pos[b.storage], inf)
+    graph = csr_matrix(
+        (np.array(cap, dtype=np.int32), (np.array(u), np.array(v))), shape=(total_nodes, total_nodes)
+    )
     flow = maximum_flow(graph, src, sink)
     residual = graph - flow.flow
     residual.data = np.where(residual.data > 0, residual.data, 0)
     residual.eliminate_zeros()
-    reach = set(breadth_first_order(residual, src, directed=True, return_predecessors=False).tolist())
-    members = [lives[i].storage for i in range(n) if i in reach and (n + i) not in reach]
-    value = sum(lives[i].nbytes for i in range(n) if i in reach and (n + i) not in reach)
-    return value, members
+    reach = np.zeros(total_nodes, dtype=bool)
+    reach[breadth_first_order(residual, src, directed=True, return_predecessors=False)] = True
+    pick = [i for i in range(n) if reach[i] and not reach[n + i]]
+    return sum(lives[i].nbytes for i in pick), [lives[i].storage for i in pick], exact
 
 
 def check_arena(live: Liveness, offsets: dict[str, int]) -> list[tuple[str, str]]:

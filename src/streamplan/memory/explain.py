@@ -41,8 +41,13 @@ class LiveStorage:
     stream: int | None
 
     def to_dict(self) -> dict:
-        return {"storage": self.storage, "nbytes": self.nbytes, "kind": self.kind,
-                "producer": self.producer, "stream": self.stream}
+        return {
+            "storage": self.storage,
+            "nbytes": self.nbytes,
+            "kind": self.kind,
+            "producer": self.producer,
+            "stream": self.stream,
+        }
 
     def __str__(self) -> str:
         where = f"made by {self.producer} @s{self.stream}" if self.producer else f"{self.kind}, resident"
@@ -65,20 +70,33 @@ class PeakExplanation:
     warnings: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"graph": self.graph, "policy": self.policy, "memory": self.report.to_dict(),
-                "host_order_peak": {"op": self.host_order_op,
-                                    "live": [s.to_dict() for s in self.host_order_live]},
-                "worst_case_peak": {"running": list(self.worst_case_running),
-                                    "live": [s.to_dict() for s in self.worst_case_live]},
-                "arena_lower_bound": {"live": [s.to_dict() for s in self.arena_bound_live]},
-                "notes": list(self.notes), "warnings": list(self.warnings)}
+        return {
+            "graph": self.graph,
+            "policy": self.policy,
+            "memory": self.report.to_dict(),
+            "host_order_peak": {
+                "op": self.host_order_op,
+                "live": [s.to_dict() for s in self.host_order_live],
+            },
+            "worst_case_peak": {
+                "running": list(self.worst_case_running),
+                "live": [s.to_dict() for s in self.worst_case_live],
+            },
+            "arena_lower_bound": {"live": [s.to_dict() for s in self.arena_bound_live]},
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
 
     def lines(self) -> list[str]:
         out = list(self.report.lines())
-        out.append(f"host-order peak at launch of {self.host_order_op or '-'}: "
-                   + ", ".join(map(str, self.host_order_live)))
-        out.append(f"worst-case instant (running {', '.join(self.worst_case_running) or '-'}): "
-                   + ", ".join(map(str, self.worst_case_live)))
+        out.append(
+            f"host-order peak at launch of {self.host_order_op or '-'}: "
+            + ", ".join(map(str, self.host_order_live))
+        )
+        out.append(
+            f"worst-case instant (running {', '.join(self.worst_case_running) or '-'}): "
+            + ", ".join(map(str, self.worst_case_live))
+        )
         out.append("arena bound set (pairwise may coexist): " + ", ".join(map(str, self.arena_bound_live)))
         out += [f"note: {n}" for n in self.notes]
         out += [f"warning: {w}" for w in self.warnings]
@@ -101,26 +119,38 @@ def _describe(graph: Graph, schedule: StreamSchedule, live: Liveness, names) -> 
 def policy_warnings(graph: Graph, schedule: StreamSchedule) -> tuple[str, ...]:
     """Why a stream policy cannot change anything here, in words (empty when it can)."""
     if len(graph.nodes) <= 1:
-        return (f"{graph.name} has a single op: there is nothing to order or overlap, so every "
-                "policy gives the same memory and latency",)
+        return (
+            f"{graph.name} has a single op: there is nothing to order or overlap, so every "
+            "policy gives the same memory and latency",
+        )
     width = max_parallelism(graph)
     if width.exact and width.width <= 1:
-        return (f"no two ops of {graph.name} are independent (each depends on the one before, as "
-                "after fusion has merged parallel branches into single kernels): no stream policy "
-                "can overlap anything, so every schedule has the sequential peaks",)
+        return (
+            f"no two ops of {graph.name} are independent (each depends on the one before, as "
+            "after fusion has merged parallel branches into single kernels): no stream policy "
+            "can overlap anything, so every schedule has the sequential peaks",
+        )
     if schedule.num_streams > 1:
         order = schedule.launch_order
         from streamplan.memory.liveness import HappensBefore
 
         hb = HappensBefore(graph, schedule)
-        if all(hb.hb(u, v) for u, v in zip(order, order[1:])):
-            return (f"{schedule.policy} uses {schedule.num_streams} streams but its waits order every "
-                    "op after the previous one, so it runs sequentially",)
+        if all(hb.hb(u, v) for u, v in zip(order, order[1:], strict=False)):
+            return (
+                f"{schedule.policy} uses {schedule.num_streams} streams but its waits order every "
+                "op after the previous one, so it runs sequentially",
+            )
     return ()
 
 
-def explain_peak(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-                 include_params: bool = False, report: MemoryReport | None = None) -> PeakExplanation:
+def explain_peak(
+    graph: Graph,
+    schedule: StreamSchedule,
+    *,
+    include_inputs: bool = False,
+    include_params: bool = False,
+    report: MemoryReport | None = None,
+) -> PeakExplanation:
     """Name the storages live at each peak of ``schedule`` and explain the static arena."""
     if report is None:
         report = analyze_memory(graph, schedule, include_inputs=include_inputs, include_params=include_params)
@@ -135,22 +165,42 @@ def explain_peak(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool
     wc, arena = report.worst_case, report.arena
     notes = []
     if arena.lower_bound_bytes > wc.upper_bytes:
-        k, sizes = len(arena.bound_storages), {s.nbytes for s in live.lives if s.storage in arena.bound_storages}
-        at_once = (f"at most {_count(len(wc.live))} ever are at once" if len(sizes) == 1 and wc.exact
-                   else f"at most {_mib(wc.upper_bytes)} is ever live at once")
-        notes.append(f"{_count(k)} tensors ({', '.join(arena.bound_storages)}) may pairwise be live together "
-                     f"under varying timings, although {at_once}; so no fixed placement fits in "
-                     f"{_mib(wc.upper_bytes)}: the static arena needs at least {_mib(arena.lower_bound_bytes)}")
+        k, sizes = (
+            len(arena.bound_storages),
+            {s.nbytes for s in live.lives if s.storage in arena.bound_storages},
+        )
+        at_once = (
+            f"at most {_count(len(wc.live))} ever are at once"
+            if len(sizes) == 1 and wc.exact
+            else f"at most {_mib(wc.upper_bytes)} is ever live at once"
+        )
+        notes.append(
+            f"{_count(k)} tensors ({', '.join(arena.bound_storages)}) may pairwise be live together "
+            f"under varying timings, although {at_once}; so no fixed placement fits in "
+            f"{_mib(wc.upper_bytes)}: the static arena needs at least {_mib(arena.lower_bound_bytes)}"
+        )
     if wc.lower_bytes > host.peak_bytes:
-        notes.append(f"the host-order estimate ({_mib(host.peak_bytes)}) misses concurrency: when "
-                     f"{', '.join(wc.running)} run at once, {_mib(wc.lower_bytes)} is live")
+        notes.append(
+            f"the host-order estimate ({_mib(host.peak_bytes)}) misses concurrency: when "
+            f"{', '.join(wc.running)} run at once, {_mib(wc.lower_bytes)} is live"
+        )
     if not wc.exact:
-        notes.append(f"the worst case is a proven interval [{_mib(wc.lower_bytes)}, {_mib(wc.upper_bytes)}] "
-                     f"({wc.method}), not an exact figure")
-    return PeakExplanation(graph.name, schedule.policy, report, _describe(graph, schedule, live, host_names),
-                           host_op, _describe(graph, schedule, live, wc.live), wc.running,
-                           _describe(graph, schedule, live, arena.bound_storages), tuple(notes),
-                           policy_warnings(graph, schedule))
+        notes.append(
+            f"the worst case is a proven interval [{_mib(wc.lower_bytes)}, {_mib(wc.upper_bytes)}] "
+            f"({wc.method}), not an exact figure"
+        )
+    return PeakExplanation(
+        graph.name,
+        schedule.policy,
+        report,
+        _describe(graph, schedule, live, host_names),
+        host_op,
+        _describe(graph, schedule, live, wc.live),
+        wc.running,
+        _describe(graph, schedule, live, arena.bound_storages),
+        tuple(notes),
+        policy_warnings(graph, schedule),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +217,10 @@ class NewOverlap:
     v: str
 
     def __str__(self) -> str:
-        return (f"{self.first} and {self.second}: {self.u} (last use of {self.first}) finishes before "
-                f"{self.v} (makes {self.second}) starts in the base schedule, but may run alongside it here")
+        return (
+            f"{self.first} and {self.second}: {self.u} (last use of {self.first}) finishes before "
+            f"{self.v} (makes {self.second}) starts in the base schedule, but may run alongside it here"
+        )
 
 
 @dataclass(frozen=True)
@@ -182,21 +234,28 @@ class PeakComparison:
     warnings: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"base": self.base.to_dict(), "other": self.other.to_dict(),
-                "newly_concurrent_op_pairs": self.newly_concurrent_op_pairs,
-                "overlaps": [{"first": o.first, "second": o.second, "u": o.u, "v": o.v} for o in self.overlaps],
-                "warnings": list(self.warnings)}
+        return {
+            "base": self.base.to_dict(),
+            "other": self.other.to_dict(),
+            "newly_concurrent_op_pairs": self.newly_concurrent_op_pairs,
+            "overlaps": [{"first": o.first, "second": o.second, "u": o.u, "v": o.v} for o in self.overlaps],
+            "warnings": list(self.warnings),
+        }
 
     def lines(self) -> list[str]:
         b, o = self.base.report, self.other.report
         out = [f"{o.policy} vs {b.policy} on {o.graph} ({o.includes.describe()}):"]
-        for name, x, y in (("host-order", b.host_order_peak_bytes, o.host_order_peak_bytes),
-                           ("worst-case", b.worst_case.upper_bytes, o.worst_case.upper_bytes),
-                           ("arena", b.arena.arena_bytes, o.arena.arena_bytes),
-                           ("arena bound", b.arena.lower_bound_bytes, o.arena.lower_bound_bytes)):
+        for name, x, y in (
+            ("host-order", b.host_order_peak_bytes, o.host_order_peak_bytes),
+            ("worst-case", b.worst_case.upper_bytes, o.worst_case.upper_bytes),
+            ("arena", b.arena.arena_bytes, o.arena.arena_bytes),
+            ("arena bound", b.arena.lower_bound_bytes, o.arena.lower_bound_bytes),
+        ):
             out.append(f"  {name:<12} {_mib(x):>14} -> {_mib(y):>14}  ({(y - x) / MIB:+.3f} MiB)")
         if self.newly_concurrent_op_pairs is not None:
-            out.append(f"  {self.newly_concurrent_op_pairs} op pairs ordered in {b.policy} may overlap in {o.policy}")
+            out.append(
+                f"  {self.newly_concurrent_op_pairs} op pairs ordered in {b.policy} may overlap in {o.policy}"
+            )
         if self.overlaps:
             out.append(f"  storages coexisting at the {o.policy} worst case only because of new overlap:")
             out += [f"    {x}" for x in self.overlaps]
@@ -209,8 +268,14 @@ class PeakComparison:
         return "\n".join(self.lines())
 
 
-def compare_peaks(graph: Graph, base: StreamSchedule, other: StreamSchedule, *, include_inputs: bool = False,
-                  include_params: bool = False) -> PeakComparison:
+def compare_peaks(
+    graph: Graph,
+    base: StreamSchedule,
+    other: StreamSchedule,
+    *,
+    include_inputs: bool = False,
+    include_params: bool = False,
+) -> PeakComparison:
     """Explain both schedules and name the overlaps in ``other`` that raised its worst case."""
     eb = explain_peak(graph, base, include_inputs=include_inputs, include_params=include_params)
     eo = explain_peak(graph, other, include_inputs=include_inputs, include_params=include_params)
@@ -220,7 +285,7 @@ def compare_peaks(graph: Graph, base: StreamSchedule, other: StreamSchedule, *, 
     overlaps = []
     names = [s for s in eo.report.worst_case.live if by[s].creator is not None]
     for i, s1 in enumerate(names):
-        for s2 in names[i + 1:]:
+        for s2 in names[i + 1 :]:
             for a, b in ((by[s1], by[s2]), (by[s2], by[s1])):
                 if lb.dead_before(a, b.creator):
                     u = next((u for u in a.last_users if lo.hb.concurrent(u, b.creator)), a.last_users[0])
@@ -228,7 +293,11 @@ def compare_peaks(graph: Graph, base: StreamSchedule, other: StreamSchedule, *, 
     pairs = None
     order = graph.node_ids
     if len(order) <= 2000:
-        pairs = sum(1 for i, u in enumerate(order) for v in order[i + 1:]
-                    if not lb.hb.concurrent(u, v) and lo.hb.concurrent(u, v))
+        pairs = sum(
+            1
+            for i, u in enumerate(order)
+            for v in order[i + 1 :]
+            if not lb.hb.concurrent(u, v) and lo.hb.concurrent(u, v)
+        )
     warnings = tuple(dict.fromkeys(eb.warnings + eo.warnings))
     return PeakComparison(eb, eo, pairs, tuple(overlaps), warnings)

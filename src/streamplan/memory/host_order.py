@@ -63,8 +63,10 @@ class HostOrderTrace:
         return {
             "host_order_peak_bytes": self.peak_bytes,
             "peak_launch_index": self.peak_launch_index,
-            "trace": [{"launch_index": e.launch_index, "op": e.op, "stream": e.stream,
-                       "live_bytes": e.live_bytes} for e in self.entries],
+            "trace": [
+                {"launch_index": e.launch_index, "op": e.op, "stream": e.stream, "live_bytes": e.live_bytes}
+                for e in self.entries
+            ],
             "final_bytes": self.final_bytes,
             "includes": self.includes.describe(),
         }
@@ -105,8 +107,9 @@ def events_from_liveness(live: Liveness, schedule: StreamSchedule) -> list[Event
     return events
 
 
-def host_order_events(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-                      include_params: bool = False) -> list[Event]:
+def host_order_events(
+    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+) -> list[Event]:
     """Allocation and free events in host launch order (see the module docstring)."""
     live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     return events_from_liveness(live, schedule)
@@ -136,15 +139,18 @@ def trace_from_liveness(live: Liveness, schedule: StreamSchedule) -> HostOrderTr
     return HostOrderTrace(tuple(entries), cur, peak, peak_at, live.includes)
 
 
-def host_order_trace(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-                     include_params: bool = False) -> HostOrderTrace:
+def host_order_trace(
+    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+) -> HostOrderTrace:
     """The per-launch host-order trace and its peak."""
     live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     return trace_from_liveness(live, schedule)
 
 
-def host_order_peak_bytes(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-                          include_params: bool = False) -> int:
+def host_order_peak_bytes(
+    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+) -> int:
     """Peak of the host-order trace, in bytes."""
-    return host_order_trace(graph, schedule, include_inputs=include_inputs,
-                            include_params=include_params).peak_bytes
+    return host_order_trace(
+        graph, schedule, include_inputs=include_inputs, include_params=include_params
+    ).peak_bytes

@@ -86,9 +86,12 @@ class HappensBefore:
             preds = [prev] if prev is not None else []
             for u in waits.get(op, ()):
                 if u not in self.after:
-                    raise ScheduleError(f"op waits for {u!r}, which is launched later (deadlock)",
-                                        where=op, hint="launch the op a wait refers to first")
-                cur = [max(a, b) for a, b in zip(cur, self.after[u])]
+                    raise ScheduleError(
+                        f"op waits for {u!r}, which is launched later (deadlock)",
+                        where=op,
+                        hint="launch the op a wait refers to first",
+                    )
+                cur = [max(a, b) for a, b in zip(cur, self.after[u], strict=False)]
                 preds.append(u)
             self.before[op] = tuple(cur)
             count[s] += 1
@@ -103,7 +106,9 @@ class HappensBefore:
                 if not self.hb(u, v):
                     raise ScheduleError(
                         f"dependency {u} -> {v} is not ordered by streams or waits",
-                        where=v, hint="derive waits with streamplan.schedule.events.with_derived_waits")
+                        where=v,
+                        hint="derive waits with streamplan.schedule.events.with_derived_waits",
+                    )
 
     def hb(self, u: str, v: str) -> bool:
         """True when u must finish before v starts in every timing."""
@@ -131,7 +136,7 @@ class Liveness:
             return None
         after = self.hb.after
         clocks = [after[u] for u in life.last_users]
-        return tuple(max(c) for c in zip(*clocks))
+        return tuple(max(c) for c in zip(*clocks, strict=False))
 
     def dead_before(self, life: StorageLife, op: str) -> bool:
         """True when ``life`` is dead before ``op`` starts in every timing."""
@@ -140,8 +145,9 @@ class Liveness:
         return all(self.hb.hb(u, op) for u in life.last_users)
 
 
-def liveness(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-             include_params: bool = False) -> Liveness:
+def liveness(
+    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+) -> Liveness:
     """Lifetimes of every counted storage (activations; inputs/params when asked)."""
     hb = HappensBefore(graph, schedule)
     includes = Includes(include_inputs, include_params)
@@ -158,8 +164,7 @@ def liveness(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = F
             if creator is None:
                 continue  # an activation nobody writes; verify() reports it
             us = tuple(users.get(sid, (creator,)))
-            lives.append(StorageLife(sid, st.nbytes, st.kind, creator, us, _maximal(hb, us),
-                                     sid in outputs))
+            lives.append(StorageLife(sid, st.nbytes, st.kind, creator, us, _maximal(hb, us), sid in outputs))
         elif (st.kind == "input" and include_inputs) or (st.kind in PARAM_KINDS and include_params):
             lives.append(StorageLife(sid, st.nbytes, st.kind, None, tuple(users.get(sid, ())), (), True))
     return Liveness(tuple(lives), hb, includes)
@@ -183,8 +188,11 @@ def _check_schedule(graph: Graph, schedule: StreamSchedule) -> None:
     seen: set[str] = set()
     for op in schedule.launch_order:
         if op not in ids:
-            raise ScheduleError(f"schedule launches unknown op {op!r}", where=schedule.policy,
-                                hint="was the schedule made for another graph?")
+            raise ScheduleError(
+                f"schedule launches unknown op {op!r}",
+                where=schedule.policy,
+                hint="was the schedule made for another graph?",
+            )
         if op in seen:
             raise ScheduleError(f"op {op!r} is launched twice", where=schedule.policy)
         if op not in schedule.streams:
@@ -192,5 +200,8 @@ def _check_schedule(graph: Graph, schedule: StreamSchedule) -> None:
         seen.add(op)
     if len(seen) != len(ids):
         missing = sorted(ids - seen)[:5]
-        raise ScheduleError(f"schedule misses {len(ids) - len(seen)} ops (e.g. {', '.join(missing)})",
-                            where=schedule.policy, hint="every op must be launched exactly once")
+        raise ScheduleError(
+            f"schedule misses {len(ids) - len(seen)} ops (e.g. {', '.join(missing)})",
+            where=schedule.policy,
+            hint="every op must be launched exactly once",
+        )

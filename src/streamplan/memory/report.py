@@ -65,7 +65,9 @@ class MemoryReport:
         if wc.exact:
             worst = f"{wc.lower_bytes / MIB:10.3f} MiB  (exact, {wc.method})"
         else:
-            worst = f"[{wc.lower_bytes / MIB:.3f}, {wc.upper_bytes / MIB:.3f}] MiB  (proven bounds, {wc.method})"
+            worst = (
+                f"[{wc.lower_bytes / MIB:.3f}, {wc.upper_bytes / MIB:.3f}] MiB  (proven bounds, {wc.method})"
+            )
         sim = "-" if self.simulated is None else f"{self.simulated.peak_bytes / MIB:10.3f} MiB"
         out = [
             f"memory of {self.graph} under {self.policy} ({self.includes.describe()}):",
@@ -74,24 +76,36 @@ class MemoryReport:
             f"  simulated peak       {sim}",
         ]
         if self.torch_cuda is not None:
-            out.append(f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
-                       f" reserved {self.torch_cuda['reserved_peak_bytes'] / MIB:.3f} MiB")
+            out.append(
+                f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
+                f" reserved {self.torch_cuda['reserved_peak_bytes'] / MIB:.3f} MiB"
+            )
         bound = "" if self.arena.lower_bound_exact else " (proven bound)"
-        out.append(f"  static arena         {self.arena.arena_bytes / MIB:10.3f} MiB"
-                   f"  (lower bound {self.arena.lower_bound_bytes / MIB:.3f} MiB{bound})")
+        out.append(
+            f"  static arena         {self.arena.arena_bytes / MIB:10.3f} MiB"
+            f"  (lower bound {self.arena.lower_bound_bytes / MIB:.3f} MiB{bound})"
+        )
         if self.device_memory_bytes is not None and wc.upper_bytes > self.device_memory_bytes:
-            out.append(f"  warning: some timing may need more than the device's "
-                       f"{self.device_memory_bytes / MIB:.1f} MiB")
+            out.append(
+                f"  warning: some timing may need more than the device's "
+                f"{self.device_memory_bytes / MIB:.1f} MiB"
+            )
         return out
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
 
-def analyze_memory(graph: Graph, schedule: StreamSchedule, *, timeline: Timeline | None = None,
-                   include_inputs: bool = False, include_params: bool = False,
-                   device_memory_bytes: int | None = None,
-                   time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> MemoryReport:
+def analyze_memory(
+    graph: Graph,
+    schedule: StreamSchedule,
+    *,
+    timeline: Timeline | None = None,
+    include_inputs: bool = False,
+    include_params: bool = False,
+    device_memory_bytes: int | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+) -> MemoryReport:
     """Every memory figure of ``schedule`` (simulated only with a ``timeline``)."""
     live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     host = trace_from_liveness(live, schedule)
@@ -105,16 +119,30 @@ def analyze_memory(graph: Graph, schedule: StreamSchedule, *, timeline: Timeline
     if timeline is not None:
         sim = simulated_memory(graph, schedule, timeline, live=live)
     torch_cuda = _torch_cuda(graph, schedule, timeline, include_inputs, include_params, device_memory_bytes)
-    return MemoryReport(graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes,
-                        device_memory_bytes)
+    return MemoryReport(
+        graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes, device_memory_bytes
+    )
 
 
-def _torch_cuda(graph: Graph, schedule: StreamSchedule, timeline: Timeline | None, include_inputs: bool,
-                include_params: bool, device_memory_bytes: int | None) -> dict[str, int] | None:
+def _torch_cuda(
+    graph: Graph,
+    schedule: StreamSchedule,
+    timeline: Timeline | None,
+    include_inputs: bool,
+    include_params: bool,
+    device_memory_bytes: int | None,
+) -> dict[str, int] | None:
     try:
         from streamplan.memory.allocators import replay
     except ImportError:
         return None
-    rep = replay(graph, schedule, model="torch-cuda", timeline=timeline, include_inputs=include_inputs,
-                 include_params=include_params, device_memory_bytes=device_memory_bytes)
+    rep = replay(
+        graph,
+        schedule,
+        model="torch-cuda",
+        timeline=timeline,
+        include_inputs=include_inputs,
+        include_params=include_params,
+        device_memory_bytes=device_memory_bytes,
+    )
     return {"allocated_peak_bytes": rep.allocated_peak_bytes, "reserved_peak_bytes": rep.reserved_peak_bytes}

@@ -30,13 +30,19 @@ class SimulatedMemory:
     includes: Includes
 
     def to_dict(self) -> dict:
-        return {"simulated_peak_bytes": self.peak_bytes, "peak_ms": self.peak_ms,
-                "live_at_peak": list(self.live_at_peak), "running_at_peak": list(self.running_at_peak),
-                "includes": self.includes.describe()}
+        return {
+            "simulated_peak_bytes": self.peak_bytes,
+            "peak_ms": self.peak_ms,
+            "live_at_peak": list(self.live_at_peak),
+            "running_at_peak": list(self.running_at_peak),
+            "includes": self.includes.describe(),
+        }
 
     def __str__(self) -> str:
-        return (f"simulated peak {self.peak_bytes / (1 << 20):.3f} MiB at {self.peak_ms:.4f} ms "
-                f"({self.includes.describe()}; live: {', '.join(self.live_at_peak)})")
+        return (
+            f"simulated peak {self.peak_bytes / (1 << 20):.3f} MiB at {self.peak_ms:.4f} ms "
+            f"({self.includes.describe()}; live: {', '.join(self.live_at_peak)})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +57,9 @@ class _Step:
     running: tuple[str, ...]
 
 
-def sweep_live_bytes(live: Liveness, order: list[str], start: dict[str, float],
-                     end: dict[str, float]) -> _Step:
+def sweep_live_bytes(
+    live: Liveness, order: list[str], start: dict[str, float], end: dict[str, float]
+) -> _Step:
     """Live bytes along explicit op start/end times; ``order`` breaks ties (launch order)."""
     rank = {op: i for i, op in enumerate(order)}
     created: dict[str, list] = {}
@@ -75,7 +82,6 @@ def sweep_live_bytes(live: Liveness, order: list[str], start: dict[str, float],
         events.append((s, 1, r, 0, op))
         events.append((e, 0 if e > s else 1, r, 1, op))
     events.sort()
-    base = cur
     peak, peak_t, peak_at = cur, 0.0, -1
     samples = []
     for k, (t, _, _, is_end, op) in enumerate(events):
@@ -90,7 +96,6 @@ def sweep_live_bytes(live: Liveness, order: list[str], start: dict[str, float],
                 peak, peak_t, peak_at = cur, t, k
         samples.append((t, cur))
     lv, fin, run = _state_after(events[: peak_at + 1], created, uses, live)
-    assert sum(b for b in lv.values()) + base == peak
     resident = tuple(life.storage for life in live.lives if life.creator is None)
     return _Step(peak, peak_t, tuple(samples), resident + tuple(lv), fin, run)
 
@@ -116,26 +121,43 @@ def _state_after(events: list, created: dict, uses: dict, live: Liveness):
     return alive, tuple(finished), tuple(running)
 
 
-def simulated_memory(graph: Graph, schedule: StreamSchedule, timeline: Timeline, *,
-                     include_inputs: bool = False, include_params: bool = False,
-                     live: Liveness | None = None) -> SimulatedMemory:
+def simulated_memory(
+    graph: Graph,
+    schedule: StreamSchedule,
+    timeline: Timeline,
+    *,
+    include_inputs: bool = False,
+    include_params: bool = False,
+    live: Liveness | None = None,
+) -> SimulatedMemory:
     """Live bytes along ``timeline`` (e.g. from ``streamplan.cost.simulate.simulate``)."""
     if live is None:
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     spans = timeline.by_op()
     missing = [op for op in schedule.launch_order if op not in spans]
     if missing:
-        raise ScheduleError(f"timeline has no span for {len(missing)} ops (e.g. {missing[0]})",
-                            hint="simulate the same schedule the memory is analysed for")
+        raise ScheduleError(
+            f"timeline has no span for {len(missing)} ops (e.g. {missing[0]})",
+            hint="simulate the same schedule the memory is analysed for",
+        )
     order = list(schedule.launch_order)
-    step = sweep_live_bytes(live, order, {op: spans[op].start_ms for op in order},
-                            {op: spans[op].end_ms for op in order})
-    return SimulatedMemory(step.peak_bytes, step.peak_time, step.samples, step.live, step.running,
-                           live.includes)
+    step = sweep_live_bytes(
+        live, order, {op: spans[op].start_ms for op in order}, {op: spans[op].end_ms for op in order}
+    )
+    return SimulatedMemory(
+        step.peak_bytes, step.peak_time, step.samples, step.live, step.running, live.includes
+    )
 
 
-def simulated_peak_bytes(graph: Graph, schedule: StreamSchedule, timeline: Timeline, *,
-                         include_inputs: bool = False, include_params: bool = False) -> int:
+def simulated_peak_bytes(
+    graph: Graph,
+    schedule: StreamSchedule,
+    timeline: Timeline,
+    *,
+    include_inputs: bool = False,
+    include_params: bool = False,
+) -> int:
     """Peak live bytes along ``timeline``."""
-    return simulated_memory(graph, schedule, timeline, include_inputs=include_inputs,
-                            include_params=include_params).peak_bytes
+    return simulated_memory(
+        graph, schedule, timeline, include_inputs=include_inputs, include_params=include_params
+    ).peak_bytes

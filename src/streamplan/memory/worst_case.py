@@ -54,11 +54,18 @@ class WorstCasePeak:
         return self.lower_bytes
 
     def to_dict(self) -> dict:
-        return {"lower": self.lower_bytes, "upper": self.upper_bytes, "exact": self.exact,
-                "method": self.method, "witness": {"finished": list(self.finished),
-                                                   "running": list(self.running),
-                                                   "live": list(self.live)},
-                "includes": self.includes.describe()}
+        return {
+            "lower": self.lower_bytes,
+            "upper": self.upper_bytes,
+            "exact": self.exact,
+            "method": self.method,
+            "witness": {
+                "finished": list(self.finished),
+                "running": list(self.running),
+                "live": list(self.live),
+            },
+            "includes": self.includes.describe(),
+        }
 
     def __str__(self) -> str:
         mib = 1 << 20
@@ -66,8 +73,10 @@ class WorstCasePeak:
             fig = f"{self.lower_bytes / mib:.3f} MiB (exact, {self.method})"
         else:
             fig = f"[{self.lower_bytes / mib:.3f}, {self.upper_bytes / mib:.3f}] MiB (bounds, {self.method})"
-        return (f"worst-case device peak {fig} ({self.includes.describe()}); "
-                f"running {', '.join(self.running) or '-'}; live {', '.join(self.live)}")
+        return (
+            f"worst-case device peak {fig} ({self.includes.describe()}); "
+            f"running {', '.join(self.running) or '-'}; live {', '.join(self.live)}"
+        )
 
 
 def live_bytes_at(live: Liveness, finished: set[str], started: set[str]) -> tuple[int, tuple[str, ...]]:
@@ -86,10 +95,18 @@ def live_bytes_at(live: Liveness, finished: set[str], started: set[str]) -> tupl
     return total, tuple(names)
 
 
-def worst_case_peak(graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False,
-                    include_params: bool = False, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-                    max_exact_ops: int = MAX_EXACT_OPS, upper_bound_bytes: int | None = None,
-                    live: Liveness | None = None, seed: int = 0) -> WorstCasePeak:
+def worst_case_peak(
+    graph: Graph,
+    schedule: StreamSchedule,
+    *,
+    include_inputs: bool = False,
+    include_params: bool = False,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    max_exact_ops: int = MAX_EXACT_OPS,
+    upper_bound_bytes: int | None = None,
+    live: Liveness | None = None,
+    seed: int = 0,
+) -> WorstCasePeak:
     """The largest live bytes at one instant over every timing ``schedule`` allows.
 
     ``max_exact_ops`` caps the ops of one independent segment handed to the solver
@@ -106,8 +123,9 @@ def worst_case_peak(graph: Graph, schedule: StreamSchedule, *, include_inputs: b
     total = sum(life.nbytes for life in live.lives)
     upper = min(total, upper_bound_bytes) if upper_bound_bytes is not None else total
     if schedule.num_streams <= 1 or best[0] >= upper:
-        return _result(live, best, best[0], True,
-                       "single-stream" if schedule.num_streams <= 1 else "witness meets bound")
+        return _result(
+            live, best, best[0], True, "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
+        )
     return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops)
 
 
@@ -133,7 +151,7 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
         op = order[pos]
         cur = list(none)
         for w in succs[op]:
-            cur = [min(a, b) for a, b in zip(cur, first_after[w])]
+            cur = [min(a, b) for a, b in zip(cur, first_after[w], strict=False)]
         desc = sum(count[t] - cur[t] + 1 for t in range(k))
         anc = sum(hb.before[op])
         if anc + desc == n - 1:
@@ -143,8 +161,9 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
     return cuts[::-1]
 
 
-def _solve_segments(live: Liveness, order: list[str], best, upper: int, time_limit_s: float,
-                    max_exact_ops: int) -> WorstCasePeak:
+def _solve_segments(
+    live: Liveness, order: list[str], best, upper: int, time_limit_s: float, max_exact_ops: int
+) -> WorstCasePeak:
     """Solve each stretch between cut ops on its own; a cut op alone is a host-order state."""
     import time
 
@@ -154,7 +173,7 @@ def _solve_segments(live: Liveness, order: list[str], best, upper: int, time_lim
     for p in cuts:
         if entries[p] > best[0]:
             best = (entries[p], tuple(order[:p]), (order[p],))
-    bounds = [(lo + 1, hi) for lo, hi in zip([-1] + cuts, cuts + [len(order)]) if hi > lo + 1]
+    bounds = [(lo + 1, hi) for lo, hi in zip([-1] + cuts, cuts + [len(order)], strict=False) if hi > lo + 1]
     segs = sorted(((_segment_cap(live, order, lo, hi), lo, hi) for lo, hi in bounds), reverse=True)
     seg_upper, stopped = 0, []
     for cap, lo, hi in segs:
@@ -212,7 +231,7 @@ def _segment_lives(live: Liveness, lo: int, hi: int):
         if max(pos) < lo:
             continue  # dead before the segment starts
         always = max(pos) >= hi
-        inside = tuple(u for u, q in zip(life.last_users, pos) if lo <= q < hi)
+        inside = tuple(u for u, q in zip(life.last_users, pos, strict=False) if lo <= q < hi)
         out.append((life, born_inside, inside, always))
     return out
 
@@ -268,8 +287,9 @@ def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limi
 def _result(live: Liveness, witness, upper: int, exact: bool, method: str) -> WorstCasePeak:
     _, finished, running = witness
     value, names = live_bytes_at(live, set(finished), set(finished) | set(running))
-    return WorstCasePeak(value, value if exact else upper, exact, method, tuple(finished),
-                         tuple(running), names, live.includes)
+    return WorstCasePeak(
+        value, value if exact else upper, exact, method, tuple(finished), tuple(running), names, live.includes
+    )
 
 
 def _host_order_witness(live: Liveness, order: list[str]):

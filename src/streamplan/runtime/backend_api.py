@@ -9,8 +9,10 @@ logs every call.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ContextManager, Iterator, Protocol
+from typing import Any, Protocol
 
 
 class StreamBackend(Protocol):
@@ -24,7 +26,7 @@ class StreamBackend(Protocol):
     def create_stream(self, index: int) -> Any:
         """A new non-default stream for schedule stream ``index``."""
 
-    def use_stream(self, stream: Any) -> ContextManager[Any]:
+    def use_stream(self, stream: Any) -> AbstractContextManager[Any]:
         """Make ``stream`` current for the ops launched inside the block."""
 
     def record_event(self, stream: Any, label: str = "") -> Any:
@@ -38,6 +40,12 @@ class StreamBackend(Protocol):
 
     def synchronize(self) -> None:
         """Block the host until all work is done."""
+
+    def delay(self, stream: Any, seconds: float, label: str = "") -> None:
+        """Keep ``stream`` busy for about ``seconds`` before its next op (chaos mode)."""
+
+
+SLEEP_CYCLES_PER_S = 1.5e9  # torch.cuda._sleep spins for GPU clock cycles; ~1.5 GHz
 
 
 class TorchCudaBackend:
@@ -56,7 +64,7 @@ class TorchCudaBackend:
     def create_stream(self, index: int) -> Any:
         return self._torch.cuda.Stream()
 
-    def use_stream(self, stream: Any) -> ContextManager[Any]:
+    def use_stream(self, stream: Any) -> AbstractContextManager[Any]:
         return self._torch.cuda.stream(stream)
 
     def record_event(self, stream: Any, label: str = "") -> Any:
@@ -72,6 +80,10 @@ class TorchCudaBackend:
 
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
+
+    def delay(self, stream: Any, seconds: float, label: str = "") -> None:
+        with self._torch.cuda.stream(stream):
+            self._torch.cuda._sleep(int(seconds * SLEEP_CYCLES_PER_S))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +104,7 @@ class FakeBackend:
     Log entries: ``("create_stream", name)``, ``("launch", stream, label)`` (the host
     loop logs launches through ``note_launch``), ``("record_event", stream, event_id,
     label)``, ``("wait_event", stream, event_id, label)``, ``("record_stream", stream,
-    label)``, ``("synchronize",)``.
+    label)``, ``("delay", stream, label)``, ``("synchronize",)``.
     """
 
     device = "cpu"
@@ -135,3 +147,6 @@ class FakeBackend:
 
     def synchronize(self) -> None:
         self.calls.append(("synchronize",))
+
+    def delay(self, stream: FakeStream, seconds: float, label: str = "") -> None:
+        self.calls.append(("delay", stream.name, label))

@@ -7,8 +7,9 @@ reference is the graph's ops run one by one in graph order on one thread.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -51,8 +52,9 @@ class Comparison:
     def measured_peak_bytes(self) -> int:
         return self.result.measured_peak_bytes
 
-    def with_predictions(self, *, predicted_peak_bytes: int | None = None,
-                         predicted_ms: float | None = None) -> "Comparison":
+    def with_predictions(
+        self, *, predicted_peak_bytes: int | None = None, predicted_ms: float | None = None
+    ) -> Comparison:
         import dataclasses
 
         return dataclasses.replace(self, predicted_peak_bytes=predicted_peak_bytes, predicted_ms=predicted_ms)
@@ -79,8 +81,10 @@ class Comparison:
 
     def __str__(self) -> str:
         verdict = "match" if self.matches_eager else "DIFFER from"
-        return (f"{self.model} {self.policy} on {self.device}: outputs {verdict} eager "
-                f"(max abs err {self.max_abs_error:.3g}, rel {self.max_rel_error:.3g}); {self.result}")
+        return (
+            f"{self.model} {self.policy} on {self.device}: outputs {verdict} eager "
+            f"(max abs err {self.max_abs_error:.3g}, rel {self.max_rel_error:.3g}); {self.result}"
+        )
 
 
 def make_schedule(graph: Graph, policy: str, max_streams: int = 8) -> StreamSchedule:
@@ -95,7 +99,7 @@ def compare_outputs(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[b
     if len(outputs) != len(reference):
         return False, float("inf"), float("inf")
     ok, max_abs, max_rel = True, 0.0, 0.0
-    for out, ref in zip(outputs, reference):
+    for out, ref in zip(outputs, reference, strict=True):
         if not isinstance(ref, torch.Tensor):
             ok = ok and out == ref
             continue
@@ -114,10 +118,20 @@ def compare_outputs(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[b
     return ok, max_abs, max_rel
 
 
-def run_and_compare(model: str | tuple[Any, Any], policy: str = "sequential", *, device: str = "cpu",
-                    chaos: bool = False, repeat: int = 1, warmup: int = 0, batch: int | None = None,
-                    max_streams: int = 8, seed: int = 0, cuda_graph: bool = False,
-                    graph: Graph | None = None) -> Comparison:
+def run_and_compare(
+    model: str | tuple[Any, Any],
+    policy: str = "sequential",
+    *,
+    device: str = "cpu",
+    chaos: bool = False,
+    repeat: int = 1,
+    warmup: int = 0,
+    batch: int | None = None,
+    max_streams: int = 8,
+    seed: int = 0,
+    cuda_graph: bool = False,
+    graph: Graph | None = None,
+) -> Comparison:
     """Capture/load ``model``, schedule it with ``policy``, run it, compare with eager.
 
     ``model`` is a model spec (zoo name, ``random:N``, graph ``.json``, ``file.py:fn``)
@@ -129,6 +143,9 @@ def run_and_compare(model: str | tuple[Any, Any], policy: str = "sequential", *,
     name, module, inputs, graph = _load(model, batch, graph)
     schedule = make_schedule(graph, policy, max_streams)
     if module is not None:
+        if device != "cpu":
+            module = module.to(device)
+            inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
         params = params_from_module(graph, module)
         env_inputs: Any = list(inputs)
         with torch.no_grad():
@@ -137,8 +154,18 @@ def run_and_compare(model: str | tuple[Any, Any], policy: str = "sequential", *,
         params = None
         env_inputs = None
         ref = _graph_order_reference(graph, seed)
-    result = run(graph, schedule, env_inputs, params=params, device=device, chaos=chaos, seed=seed,
-                 repeat=repeat, warmup=warmup, cuda_graph=cuda_graph)
+    result = run(
+        graph,
+        schedule,
+        env_inputs,
+        params=params,
+        device=device,
+        chaos=chaos,
+        seed=seed,
+        repeat=repeat,
+        warmup=warmup,
+        cuda_graph=cuda_graph,
+    )
     ok, max_abs, max_rel = compare_outputs(result.outputs, ref)
     return Comparison(name, policy, device, ok, max_abs, max_rel, result, schedule)
 
@@ -180,7 +207,7 @@ def _graph_order_reference(graph: Graph, seed: int) -> tuple[Any, ...]:
     env = initial_env(graph, None, None, seed=seed)
     with torch.no_grad():
         for node in graph.nodes:
-            env.update(zip(node.outputs, call_node(node, env, "cpu")))
+            env.update(zip(node.outputs, call_node(node, env, "cpu"), strict=True))
     return tuple(env[v] for v in graph.outputs)
 
 

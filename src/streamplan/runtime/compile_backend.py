@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -47,15 +48,17 @@ def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = N
         def eager_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
             return _boxed(fx_gm.forward)
 
-        return aot_module_simplified(gm, example_inputs, fw_compiler=forward_compiler,
-                                     bw_compiler=eager_compiler)
+        return aot_module_simplified(
+            gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=eager_compiler
+        )
 
     compile_fx.__name__ = f"streamplan_{policy}"
     return compile_fx
 
 
-def _compile_forward(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any], policy: str, max_streams: int,
-                     device: str | None) -> Callable[..., Any]:
+def _compile_forward(
+    fx_gm: torch.fx.GraphModule, fx_inputs: list[Any], policy: str, max_streams: int, device: str | None
+) -> Callable[..., Any]:
     from streamplan.runtime.compare import make_schedule
     from streamplan.runtime.cuda import StreamExecutor
     from streamplan.runtime.execute import check_schedule_covers
@@ -80,7 +83,7 @@ def _compile_forward(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any], policy: 
         cuda_executor = StreamExecutor(graph, schedule, TorchCudaBackend())
 
     def run_graph(*args: Any) -> list[Any]:
-        env = dict(zip(graph.inputs, args))
+        env = dict(zip(graph.inputs, args, strict=True))
         env.update(constants)
         if cuda_executor is not None:
             return list(cuda_executor.launch(env))

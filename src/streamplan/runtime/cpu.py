@@ -17,10 +17,13 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from streamplan.errors import ExecutionError
-from streamplan.ir.graph import Graph
+from streamplan.ir.graph import Graph, Node
 from streamplan.runtime.interpret import call_node
 from streamplan.runtime.measure import LiveBytes
 from streamplan.schedule.schedule import StreamSchedule
@@ -63,6 +66,39 @@ def tensor_storage_bytes(t: Any) -> int:
         return 0
 
 
+def store_and_release(
+    graph: Graph,
+    node: Node,
+    outputs: tuple[Any, ...],
+    env: dict[str, Any],
+    remaining: dict[str, int],
+    tracker: LiveBytes,
+    on_store: Callable[[str, str], None] | None = None,
+) -> None:
+    """Put ``node``'s outputs in ``env``; drop its inputs whose last use this was, and dead outputs.
+
+    ``on_store(value_id, storage)`` is called for each output in an activation storage.
+    """
+    for vid, t in zip(node.outputs, outputs, strict=True):
+        env[vid] = t
+        key = storage_key(graph, vid)
+        if key is not None:
+            tracker.produced(key, tensor_storage_bytes(t))
+            if on_store is not None:
+                on_store(vid, key)
+    released = []
+    for x in dict.fromkeys(node.inputs):
+        remaining[x] -= 1
+        if remaining[x] == 0 and graph.producer(x) is not None:
+            released.append(x)
+    released.extend(v for v in node.outputs if remaining.get(v, 0) == 0)  # nobody reads it
+    for x in released:
+        del env[x]
+        key = storage_key(graph, x)
+        if key is not None:
+            tracker.dropped(key)
+
+
 class _State:
     """Shared by the workers: the environment, use counts, events, and the first error."""
 
@@ -90,27 +126,19 @@ class _State:
                     raise ExecutionError(
                         f"%{node_id} ran before its input %{x} was produced: a wait is missing",
                         where=self.graph.name,
-                        hint=f"add a wait on %{self.graph.producer(x)} before %{node_id} (run the verifier)")
+                        hint=f"add a wait on %{self.graph.producer(x)} before %{node_id} (run the verifier)",
+                    )
             return {x: self.env[x] for x in node.inputs}
 
     def finish(self, node_id: str, outputs: tuple[Any, ...]) -> None:
-        node = self.graph.node(node_id)
         with self.lock:
-            for vid, t in zip(node.outputs, outputs):
-                self.env[vid] = t
-                key = storage_key(self.graph, vid)
-                if key is not None:
-                    self.tracker.produced(key, tensor_storage_bytes(t))
-            for x in dict.fromkeys(node.inputs):
-                self.remaining[x] -= 1
-                if self.remaining[x] == 0 and self.graph.producer(x) is not None:
-                    del self.env[x]
-                    key = storage_key(self.graph, x)
-                    if key is not None:
-                        self.tracker.dropped(key)
+            store_and_release(
+                self.graph, self.graph.node(node_id), outputs, self.env, self.remaining, self.tracker
+            )
 
 
-def _worker(state: _State, ops: tuple[str, ...], delays: dict[str, float], device: Any) -> None:
+def _worker(state: _State, ops: tuple[str, ...], delays: dict[str, float], device: Any, grad: bool) -> None:
+    torch.set_grad_enabled(grad)  # grad mode is per thread: follow the caller's
     try:
         for op in ops:
             for u in state.waits.get(op, ()):
@@ -121,8 +149,11 @@ def _worker(state: _State, ops: tuple[str, ...], delays: dict[str, float], devic
                         return
                     waited += WAIT_POLL_S
                     if waited > DEADLOCK_TIMEOUT_S:
-                        raise ExecutionError(f"%{op} waited {DEADLOCK_TIMEOUT_S:.0f} s for %{u}: deadlock",
-                                             where=state.graph.name, hint="the schedule's waits cannot be met")
+                        raise ExecutionError(
+                            f"%{op} waited {DEADLOCK_TIMEOUT_S:.0f} s for %{u}: deadlock",
+                            where=state.graph.name,
+                            hint="the schedule's waits cannot be met",
+                        )
             if state.abort.is_set():
                 return
             if delays:
@@ -137,8 +168,15 @@ def _worker(state: _State, ops: tuple[str, ...], delays: dict[str, float], devic
         state.fail(e)
 
 
-def execute_cpu(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *, chaos: bool = False,
-                seed: int = 0, tracker: LiveBytes | None = None) -> tuple[Any, ...]:
+def execute_cpu(
+    graph: Graph,
+    schedule: StreamSchedule,
+    env: dict[str, Any],
+    *,
+    chaos: bool = False,
+    seed: int = 0,
+    tracker: LiveBytes | None = None,
+) -> tuple[Any, ...]:
     """Run ``schedule`` once on threads; ``env`` holds the leaf tensors (it is consumed).
 
     Returns the outputs in ``graph.outputs`` order. Raises ``ExecutionError`` for the
@@ -149,8 +187,12 @@ def execute_cpu(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *, 
     delays = chaos_delays_s(schedule, seed) if chaos else {}
     streams = sorted(set(schedule.streams[op] for op in schedule.launch_order))
     threads = [
-        threading.Thread(target=_worker, args=(state, schedule.ops_on_stream(s), delays, "cpu"),
-                         name=f"streamplan-s{s}", daemon=True)
+        threading.Thread(
+            target=_worker,
+            args=(state, schedule.ops_on_stream(s), delays, "cpu", torch.is_grad_enabled()),
+            name=f"streamplan-s{s}",
+            daemon=True,
+        )
         for s in streams
     ]
     for t in threads:

@@ -23,7 +23,7 @@ from typing import Any
 
 from streamplan.ir.graph import Graph
 from streamplan.runtime.backend_api import StreamBackend
-from streamplan.runtime.cpu import storage_key, tensor_storage_bytes, use_counts
+from streamplan.runtime.cpu import chaos_delays_s, storage_key, store_and_release, use_counts
 from streamplan.runtime.interpret import call_node
 from streamplan.runtime.measure import LiveBytes
 from streamplan.schedule.schedule import StreamSchedule
@@ -41,8 +41,13 @@ class StreamExecutor:
         self.waits = schedule.waits_before()
         self.needs_event = {w.after for w in schedule.waits}
 
-    def launch(self, env: dict[str, Any], tracker: LiveBytes | None = None) -> tuple[Any, ...]:
-        """Issue every op once; ``env`` holds the leaf tensors (consumed). Returns the outputs."""
+    def launch(
+        self, env: dict[str, Any], tracker: LiveBytes | None = None, delays_s: dict[str, float] | None = None
+    ) -> tuple[Any, ...]:
+        """Issue every op once; ``env`` holds the leaf tensors (consumed). Returns the outputs.
+
+        ``delays_s`` (chaos mode) keeps an op's stream busy that long before the op.
+        """
         g, be = self.graph, self.backend
         tracker = tracker if tracker is not None else LiveBytes()
         caller = be.current_stream()
@@ -65,25 +70,23 @@ class StreamExecutor:
                 if key is not None and alloc_stream.get(key, s) != s and (key, s) not in recorded:
                     be.record_stream(env[x], stream, x)
                     recorded.add((key, s))
+            if delays_s:
+                be.delay(stream, delays_s[op], op)
             if note is not None:
                 note(stream, op)
             with be.use_stream(stream):
                 outputs = call_node(node, env, be.device)
             if op in self.needs_event:
                 events[op] = be.record_event(stream, op)
-            for vid, t in zip(node.outputs, outputs):
-                env[vid] = t
-                key = storage_key(g, vid)
-                if key is not None:
-                    alloc_stream.setdefault(key, s)
-                    tracker.produced(key, tensor_storage_bytes(t))
-            for x in dict.fromkeys(node.inputs):
-                remaining[x] -= 1
-                if remaining[x] == 0 and g.producer(x) is not None:
-                    del env[x]
-                    key = storage_key(g, x)
-                    if key is not None:
-                        tracker.dropped(key)
+            store_and_release(
+                g,
+                node,
+                outputs,
+                env,
+                remaining,
+                tracker,
+                lambda _v, key, s=s: alloc_stream.setdefault(key, s),
+            )
         for s, stream in self.streams.items():
             be.wait_event(caller, be.record_event(stream, f"join s{s}"))
         outputs = tuple(env[v] for v in g.outputs)
@@ -95,14 +98,25 @@ class StreamExecutor:
         return outputs
 
 
-def measure_cuda(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *, repeat: int,
-                 warmup: int, cuda_graph: bool = False) -> dict[str, Any]:
+def measure_cuda(
+    graph: Graph,
+    schedule: StreamSchedule,
+    env: dict[str, Any],
+    *,
+    repeat: int,
+    warmup: int,
+    cuda_graph: bool = False,
+    chaos_seed: int | None = None,
+) -> dict[str, Any]:
     """Time ``repeat`` runs with CUDA events after ``warmup`` runs; read the allocator's peaks.
 
     Before the timed runs the cache is emptied and the peak stats reset, so
     ``max_memory_reserved`` describes a fresh allocator with the inputs and params
-    already resident (they count in both figures). With ``cuda_graph`` the schedule is
-    captured once (side streams forked from the capture stream) and replayed.
+    already resident (they count in both figures; ``resident_bytes`` is what was
+    allocated at that point, cuBLAS workspaces of the streams included). ``chaos_seed``
+    adds chaos delays (``torch.cuda._sleep`` on the op's stream; not with CUDA
+    graphs). With ``cuda_graph`` the schedule is captured once (side streams forked
+    from the capture stream) and replayed.
     """
     import torch
 
@@ -131,10 +145,13 @@ def measure_cuda(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *,
             outputs = executor.launch(dict(env))
     torch.cuda.synchronize()
     if replay is None:
+        outputs = ()  # warm-up outputs must not count as resident
         torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
+    resident_bytes = int(torch.cuda.memory_allocated())  # inputs, params, cuBLAS workspaces...
     times_ms: list[float] = []
-    for _ in range(max(1, repeat)):
+    for r in range(max(1, repeat)):
+        delays = chaos_delays_s(schedule, chaos_seed + r) if chaos_seed is not None else None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if replay is None:
             outputs = ()
@@ -142,7 +159,7 @@ def measure_cuda(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *,
         if replay is not None:
             replay()
         else:
-            outputs = executor.launch(dict(env), tracker)
+            outputs = executor.launch(dict(env), tracker, delays)
         end.record()
         torch.cuda.synchronize()
         times_ms.append(start.elapsed_time(end))
@@ -152,4 +169,5 @@ def measure_cuda(graph: Graph, schedule: StreamSchedule, env: dict[str, Any], *,
         "peak_bytes": tracker.peak_bytes,
         "max_memory_allocated_bytes": int(torch.cuda.max_memory_allocated()),
         "max_memory_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+        "resident_bytes": resident_bytes,
     }

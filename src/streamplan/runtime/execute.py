@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -16,9 +17,20 @@ from streamplan.runtime.measure import LiveBytes, RunResult, median_ms
 from streamplan.schedule.schedule import StreamSchedule
 
 
-def run(graph: Graph, schedule: StreamSchedule, inputs: Sequence[Any] | Mapping[str, Any] | None = None, *,
-        params: Mapping[str, Any] | None = None, device: str = "cpu", chaos: bool = False, seed: int = 0,
-        repeat: int = 1, warmup: int = 0, cuda_graph: bool = False, chaos_seed: int | None = None) -> RunResult:
+def run(
+    graph: Graph,
+    schedule: StreamSchedule,
+    inputs: Sequence[Any] | Mapping[str, Any] | None = None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+    chaos: bool = False,
+    seed: int = 0,
+    repeat: int = 1,
+    warmup: int = 0,
+    cuda_graph: bool = False,
+    chaos_seed: int | None = None,
+) -> RunResult:
     """Execute ``schedule`` on ``graph`` and return the outputs and measured figures.
 
     ``inputs``: tensors in ``graph.inputs`` order (or a mapping by value id);
@@ -33,8 +45,16 @@ def run(graph: Graph, schedule: StreamSchedule, inputs: Sequence[Any] | Mapping[
     check_supported(graph)
     env0 = initial_env(graph, inputs, params, seed=seed, device=device)
     if device.startswith("cuda"):
-        return _run_cuda(graph, schedule, env0, device=device, repeat=repeat, warmup=warmup,
-                         cuda_graph=cuda_graph)
+        return _run_cuda(
+            graph,
+            schedule,
+            env0,
+            device=device,
+            repeat=repeat,
+            warmup=warmup,
+            cuda_graph=cuda_graph,
+            chaos_seed=(seed if chaos_seed is None else chaos_seed) if chaos and not cuda_graph else None,
+        )
     if device != "cpu":
         raise ExecutionError(f"unknown device {device!r}", hint="use 'cpu' or 'cuda'")
     times_ms: list[float] = []
@@ -45,46 +65,99 @@ def run(graph: Graph, schedule: StreamSchedule, inputs: Sequence[Any] | Mapping[
             tracker = LiveBytes()
             outputs = ()
             t0 = time.perf_counter()
-            outputs = execute_cpu(graph, schedule, dict(env0), chaos=chaos,
-                                  seed=(seed if chaos_seed is None else chaos_seed) + r, tracker=tracker)
+            outputs = execute_cpu(
+                graph,
+                schedule,
+                dict(env0),
+                chaos=chaos,
+                seed=(seed if chaos_seed is None else chaos_seed) + r,
+                tracker=tracker,
+            )
             elapsed_ms = (time.perf_counter() - t0) * 1e3
             if r >= warmup:
                 times_ms.append(elapsed_ms)
                 peak = max(peak, tracker.peak_bytes)
-    return RunResult(outputs, median_ms(times_ms), tuple(times_ms), peak, "cpu", schedule.policy,
-                     schedule.num_streams, meta={"chaos": chaos, "seed": seed})
+    return RunResult(
+        outputs,
+        median_ms(times_ms),
+        tuple(times_ms),
+        peak,
+        "cpu",
+        schedule.policy,
+        schedule.num_streams,
+        meta={"chaos": chaos, "seed": seed},
+    )
 
 
-def _run_cuda(graph: Graph, schedule: StreamSchedule, env0: dict[str, Any], *, device: str, repeat: int,
-              warmup: int, cuda_graph: bool) -> RunResult:
+def _run_cuda(
+    graph: Graph,
+    schedule: StreamSchedule,
+    env0: dict[str, Any],
+    *,
+    device: str,
+    repeat: int,
+    warmup: int,
+    cuda_graph: bool,
+    chaos_seed: int | None,
+) -> RunResult:
     if not torch.cuda.is_available():
-        raise ExecutionError("device 'cuda' requested but torch.cuda.is_available() is False",
-                             hint="use --device cpu")
+        raise ExecutionError(
+            "device 'cuda' requested but torch.cuda.is_available() is False", hint="use --device cpu"
+        )
     from streamplan.runtime.cuda import measure_cuda
 
     with torch.inference_mode():
-        m = measure_cuda(graph, schedule, env0, repeat=repeat, warmup=warmup, cuda_graph=cuda_graph)
-    return RunResult(m["outputs"], median_ms(m["times_ms"]), tuple(m["times_ms"]), m["peak_bytes"], device,
-                     schedule.policy, schedule.num_streams, m["max_memory_allocated_bytes"],
-                     m["max_memory_reserved_bytes"], meta={"cuda_graph": cuda_graph})
+        m = measure_cuda(
+            graph, schedule, env0, repeat=repeat, warmup=warmup, cuda_graph=cuda_graph, chaos_seed=chaos_seed
+        )
+    return RunResult(
+        m["outputs"],
+        median_ms(m["times_ms"]),
+        tuple(m["times_ms"]),
+        m["peak_bytes"],
+        device,
+        schedule.policy,
+        schedule.num_streams,
+        m["max_memory_allocated_bytes"],
+        m["max_memory_reserved_bytes"],
+        meta={
+            "cuda_graph": cuda_graph,
+            "chaos": chaos_seed is not None,
+            "resident_bytes": m["resident_bytes"],
+        },
+    )
 
 
 def check_schedule_covers(graph: Graph, schedule: StreamSchedule) -> None:
-    """Every node launched exactly once, every op has a stream, every wait names launched ops."""
+    """Every node launched exactly once, with a stream; every wait on an op launched earlier.
+
+    Structure only: whether the waits order every dependency is deliberately *not*
+    checked here (that is the verifier's job; a missing wait must show up when run).
+    """
     order = schedule.launch_order
     if sorted(order) != sorted(graph.node_ids):
         missing = sorted(set(graph.node_ids) - set(order))
         extra = sorted(set(order) - set(graph.node_ids))
-        raise ScheduleError(f"schedule does not launch every node exactly once (missing {missing[:5]}, "
-                            f"unknown {extra[:5]})", where=graph.name, hint="was it made for this graph?")
+        raise ScheduleError(
+            f"schedule does not launch every node exactly once (missing {missing[:5]}, unknown {extra[:5]})",
+            where=graph.name,
+            hint="was it made for this graph?",
+        )
     missing_stream = [op for op in order if op not in schedule.streams]
     if missing_stream:
         raise ScheduleError(f"ops without a stream: {missing_stream[:5]}", where=graph.name)
-    launched = set(order)
+    index = {op: i for i, op in enumerate(order)}
     for w in schedule.waits:
-        if w.after not in launched or w.before not in launched:
-            raise ScheduleError(f"wait {w.after} -> {w.before} names an op the schedule does not launch",
-                                where=graph.name)
+        if w.after not in index or w.before not in index:
+            raise ScheduleError(
+                f"wait {w.after} -> {w.before} names an op the schedule does not launch", where=graph.name
+            )
+        if index[w.after] >= index[w.before]:
+            raise ScheduleError(
+                f"%{w.before} waits for %{w.after}, which is launched later: deadlock",
+                where=graph.name,
+                hint="an event can only be waited for after it is recorded",
+            )
 
 
 @contextlib.contextmanager

@@ -93,7 +93,7 @@ def _convert_call(fn: torch.fx.Node, values: dict[str, Value], ref: dict, tensor
     schema = op._schema
     alias_of: dict[Any, str] = {}  # alias set -> input value id
     mutates: list[str] = []
-    for sarg, actual in zip(schema.arguments, _schema_actuals(fn)):
+    for sarg, actual in zip(schema.arguments, _schema_actuals(fn), strict=False):
         info = sarg.alias_info
         if info is not None and isinstance(actual, torch.fx.Node):
             vid = tensor_id(actual)
@@ -111,7 +111,7 @@ def _convert_call(fn: torch.fx.Node, values: dict[str, Value], ref: dict, tensor
     else:
         raise UnsupportedError(f"{op} returns {type(val).__name__}")
     returns = list(schema.returns)
-    for i, (vid, v) in enumerate(zip(ids, vals)):
+    for i, (vid, v) in enumerate(zip(ids, vals, strict=True)):
         storage = ""
         rinfo = returns[min(i, len(returns) - 1)].alias_info if returns else None
         if rinfo is not None:
@@ -120,14 +120,20 @@ def _convert_call(fn: torch.fx.Node, values: dict[str, Value], ref: dict, tensor
                     storage = values[alias_of[s]].storage
         values[vid] = _value(vid, v, "activation", storage)
     name = str(op).removeprefix("torch.ops.")
-    return Node(fn.name, name, tuple(x for x in ins if x is not None), tuple(ids),
-                {"args": args, "kwargs": kwargs}, mutates=tuple(mutates))
+    return Node(
+        fn.name,
+        name,
+        tuple(x for x in ins if x is not None),
+        tuple(ids),
+        {"args": args, "kwargs": kwargs},
+        mutates=tuple(mutates),
+    )
 
 
 def _schema_actuals(fn: torch.fx.Node) -> list[Any]:
     schema = fn.target._schema  # type: ignore[union-attr]
     out = list(fn.args)
-    for sarg in schema.arguments[len(out):]:
+    for sarg in schema.arguments[len(out) :]:
         out.append(fn.kwargs.get(sarg.name))
     return out
 

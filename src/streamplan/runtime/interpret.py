@@ -10,7 +10,8 @@ op is re-raised as ``ExecutionError`` "while executing %node (op)".
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -41,7 +42,9 @@ def resolve_op(op: str) -> Callable[..., Any]:
             packet = getattr(getattr(torch.ops, parts[0]), parts[1])
             fn = getattr(packet, parts[2] if len(parts) == 3 else "default")
         except (AttributeError, RuntimeError):
-            raise UnsupportedError(f"torch has no op {op!r}", hint="is the graph from a newer torch?") from None
+            raise UnsupportedError(
+                f"torch has no op {op!r}", hint="is the graph from a newer torch?"
+            ) from None
     _OP_CACHE[op] = fn
     return fn
 
@@ -55,8 +58,11 @@ def check_supported(graph: Graph) -> None:
         except UnsupportedError:
             bad.append(op)
     if bad:
-        raise UnsupportedError(f"cannot execute ops: {', '.join(bad)}", where=graph.name,
-                               hint="these ops are not in this torch build")
+        raise UnsupportedError(
+            f"cannot execute ops: {', '.join(bad)}",
+            where=graph.name,
+            hint="these ops are not in this torch build",
+        )
 
 
 def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[Any, ...]:
@@ -67,8 +73,10 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
         kwargs = decode(node.attrs.get("kwargs", {}), env, device=device)
         result = fn(*args, **kwargs)
     except Exception as e:
-        raise ExecutionError(f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
-                             hint="the op itself failed; check its inputs' shapes and dtypes") from e
+        raise ExecutionError(
+            f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
+            hint="the op itself failed; check its inputs' shapes and dtypes",
+        ) from e
     return _match_outputs(node, result)
 
 
@@ -84,8 +92,9 @@ def _match_outputs(node: Node, result: Any) -> tuple[Any, ...]:
     else:
         flat = [result]
     if len(flat) < n:
-        raise ExecutionError(f"while executing %{node.id} ({node.op}): op returned {len(flat)} "
-                             f"outputs, the graph expects {n}")
+        raise ExecutionError(
+            f"while executing %{node.id} ({node.op}): op returned {len(flat)} outputs, the graph expects {n}"
+        )
     return tuple(flat[:n])
 
 
@@ -99,12 +108,14 @@ def _flatten(obj: Any):
 
 # -- the tensors a run starts from --------------------------------------------------
 
+
 def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
-def random_tensor(shape: Sequence[int], dtype: str, generator: torch.Generator, *,
-                  fan_in_scaled: bool = False) -> torch.Tensor:
+def random_tensor(
+    shape: Sequence[int], dtype: str, generator: torch.Generator, *, fan_in_scaled: bool = False
+) -> torch.Tensor:
     """A deterministic random tensor of ``shape``/``dtype`` (ints in [0, 4), bools False).
 
     ``fan_in_scaled`` divides by sqrt(prod(shape[1:])), as weight initialisers do, so
@@ -137,8 +148,14 @@ def leaf_values(graph: Graph) -> list[str]:
     return [v for v in needed if graph.producer(v) is None and v in graph.values]
 
 
-def initial_env(graph: Graph, inputs: Sequence[Any] | Mapping[str, Any] | None,
-                params: Mapping[str, Any] | None, *, seed: int = 0, device: Any = "cpu") -> dict[str, Any]:
+def initial_env(
+    graph: Graph,
+    inputs: Sequence[Any] | Mapping[str, Any] | None,
+    params: Mapping[str, Any] | None,
+    *,
+    seed: int = 0,
+    device: Any = "cpu",
+) -> dict[str, Any]:
     """value id -> tensor for every leaf value, on ``device``.
 
     ``inputs`` is a sequence in ``graph.inputs`` order or a mapping by value id;
@@ -152,9 +169,12 @@ def initial_env(graph: Graph, inputs: Sequence[Any] | Mapping[str, Any] | None,
         else:
             inputs = list(inputs)
             if len(inputs) != len(graph.inputs):
-                raise ExecutionError(f"got {len(inputs)} inputs, the graph takes {len(graph.inputs)}",
-                                     where=graph.name, hint=f"inputs are {', '.join(graph.inputs)}")
-            env.update(zip(graph.inputs, inputs))
+                raise ExecutionError(
+                    f"got {len(inputs)} inputs, the graph takes {len(graph.inputs)}",
+                    where=graph.name,
+                    hint=f"inputs are {', '.join(graph.inputs)}",
+                )
+            env.update(zip(graph.inputs, inputs, strict=True))
     if params:
         env.update(params)
     gen = torch.Generator().manual_seed(seed)

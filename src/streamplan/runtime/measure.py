@@ -55,12 +55,16 @@ class RunResult:
         }
 
     def __str__(self) -> str:
-        text = (f"run {self.policy} on {self.device} ({self.num_streams} streams): "
-                f"{self.measured_ms:.3f} ms median of {len(self.times_ms)}, "
-                f"peak live {self.measured_peak_bytes / 2**20:.2f} MiB")
+        text = (
+            f"run {self.policy} on {self.device} ({self.num_streams} streams): "
+            f"{self.measured_ms:.3f} ms median of {len(self.times_ms)}, "
+            f"peak live {self.measured_peak_bytes / 2**20:.2f} MiB"
+        )
         if self.max_memory_allocated_bytes is not None:
-            text += (f", max_memory_allocated {self.max_memory_allocated_bytes / 2**20:.2f} MiB"
-                     f", max_memory_reserved {self.max_memory_reserved_bytes / 2**20:.2f} MiB")
+            text += (
+                f", max_memory_allocated {self.max_memory_allocated_bytes / 2**20:.2f} MiB"
+                f", max_memory_reserved {self.max_memory_reserved_bytes / 2**20:.2f} MiB"
+            )
         return text
 
 

@@ -33,6 +33,11 @@ from streamplan.schedule.events import derive_waits
 from streamplan.schedule.schedule import StreamSchedule
 
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
+BLOCK_BUDGET = 60_000  # stage candidates one block may try before it is halved
+
+
+class _OverBudget(Exception):
+    """A block's DP outgrew ``BLOCK_BUDGET``."""
 
 
 def schedule_ios(
@@ -85,6 +90,7 @@ def schedule_ios(
         "r": r,
         "s": groups_cap,
         "truncated_states": search.truncated,
+        "halved_blocks": search.halved,
         "predicted_ms": predicted,
         "sequential_ms": sequential_ms,
         "fallback_sequential": fallback,
@@ -121,13 +127,13 @@ def split_blocks(units: list[list[int]], graph: Graph, block_ops: int) -> list[l
     succ = graph.succ_positions()
     blocks: list[list[int]] = []
     current: list[int] = []
-    reach = -1  # furthest successor unit of any unit seen so far
+    reach = -1  # furthest successor of the units before u
     for u, ops in enumerate(units):
         current.append(u)
-        reach = max(reach, max((unit_of[q] for q in succ[ops[-1]]), default=u))
-        if reach <= u or len(current) >= block_ops:
+        if reach <= u or len(current) >= block_ops:  # nothing jumps over u: u ends a block
             blocks.append(current)
             current = []
+        reach = max(reach, max((unit_of[q] for q in succ[ops[-1]]), default=u))
     if current:
         blocks.append(current)
     return blocks
@@ -152,9 +158,25 @@ class _BlockSearch:
         self.shape_cache: dict[tuple, float] = {}
         self.by_ending: dict[int, tuple[float, list[list[int]]]] = {}
         self.truncated = 0
+        self.halved = 0
+        self.budget = BLOCK_BUDGET
 
     def run(self, block: list[int]) -> list[list[list[int]]]:
-        """Stages (groups of graph positions, in run order) for one block of units."""
+        """Stages (groups of graph positions, in run order) for one block of units.
+
+        A block whose DP would take more than ``BLOCK_BUDGET`` stage candidates (a wide
+        block: the state count grows like (length/width)^width) is halved and each half
+        solved on its own, which bounds the search time at some loss of overlap.
+        """
+        self.budget = BLOCK_BUDGET
+        try:
+            return self._run(block)
+        except _OverBudget:
+            self.halved += 1
+            half = len(block) // 2
+            return self.run(block[:half]) + self.run(block[half:])
+
+    def _run(self, block: list[int]) -> list[list[list[int]]]:
         k = len(block)
         local = {u: j for j, u in enumerate(block)}
         preds = [0] * k
@@ -183,7 +205,11 @@ class _BlockSearch:
         if hit is not None:
             return hit[0]
         best = (float("inf"), 0, [])
-        for ending in self._endings(state):
+        endings = self._endings(state)
+        self.budget -= len(endings)
+        if self.budget < 0 and len(self.block) > 1:
+            raise _OverBudget
+        for ending in endings:
             stage_ms, groups = self._stage(ending)
             if stage_ms >= best[0]:
                 continue

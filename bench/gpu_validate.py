@@ -1,0 +1,311 @@
+"""GPU validation: measured vs predicted latency and memory, every model x batch x policy.
+
+For each model and batch: capture once, run eager once (the reference), time every
+op alone (the cost model's measured table), then for every policy, with and
+without CUDA graphs: run the schedule on CUDA streams, check the outputs against
+eager, and put the measured latency (CUDA events, median) and
+``max_memory_allocated``/``max_memory_reserved`` next to the simulator's makespan
+(analytic H200 model, then again with the measured op table) and the ``torch-cuda``
+allocator replay (inputs and params included, on the simulated timeline).
+
+    python bench/gpu_validate.py --out gpu_validate.json --measured-out measured_h200.json
+    python bench/gpu_validate.py --dry-run          # a tiny subset on the CPU
+
+The run keeps to ``--budget-s`` (default 480 s): each model gets an equal share of
+what is left; rows that do not fit are reported as skipped. The table prints last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MODELS = ("inception_v3", "randwire", "nasnet_a", "squeezenet", "resnet50", "bert_base")
+BATCHES = (1, 32)
+MIB = 2**20
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--batches", nargs="*", type=int, default=list(BATCHES))
+    ap.add_argument("--policies", nargs="*", default=None, help="default: every registered policy")
+    ap.add_argument("--repeat", type=int, default=20, help="timed runs per row (median)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--op-repeat", type=int, default=10, help="calls per op for the measured table")
+    ap.add_argument("--max-streams", type=int, default=8)
+    ap.add_argument("--budget-s", type=float, default=480.0)
+    ap.add_argument("--no-cuda-graphs", action="store_true")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", default="gpu_validate.json", help="full results (JSON)")
+    ap.add_argument("--measured-out", default=None, help="measured op table (streamplan.measured JSON)")
+    ap.add_argument("--dry-run", action="store_true", help="tiny subset on the CPU, to check the script")
+    a = ap.parse_args(argv)
+    if a.dry_run:
+        a.device, a.models, a.batches = "cpu", ["squeezenet"], [1]
+        a.policies = a.policies or ["sequential", "nimble"]
+        a.repeat, a.warmup, a.op_repeat, a.no_cuda_graphs = 2, 0, 2, True
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from streamplan.schedule.registry import POLICIES
+
+    a = _args(argv)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        print("no CUDA device: use --dry-run for the CPU check", file=sys.stderr)
+        return 2
+    policies = a.policies or list(POLICIES)
+    graph_modes = (False,) if a.no_cuda_graphs or not a.device.startswith("cuda") else (False, True)
+    t_start = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    table_ops: dict[str, float] = {}
+    kept: list[tuple[dict[str, Any], Any, Any]] = []  # row, graph, schedule (for the re-simulation)
+    jobs = [(m, b) for m in a.models for b in a.batches]
+    for k, (model, batch) in enumerate(jobs):
+        left_s = a.budget_s - (time.perf_counter() - t_start)
+        share_s = left_s / (len(jobs) - k)
+        if share_s < 5:
+            rows.append({"model": model, "batch": batch, "skipped": "time budget"})
+            continue
+        _validate_model(
+            a, model, batch, policies, graph_modes, time.perf_counter() + share_s, rows, table_ops, kept
+        )
+    sim_device = "h200" if a.device.startswith("cuda") else "cpu"
+    _resimulate(kept, table_ops, sim_device)
+    result = {
+        "device": _device_name(a.device),
+        "args": vars(a),
+        "rows": rows,
+        "elapsed_s": time.perf_counter() - t_start,
+        "summary": _summary(rows),
+    }
+    Path(a.out).write_text(json.dumps(result, indent=1, default=str))
+    if a.measured_out:
+        from streamplan.cost.measured import MeasuredTable
+
+        MeasuredTable(sim_device, table_ops).save(a.measured_out)
+    _print_table(rows, result)
+    return 0
+
+
+def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, table_ops, kept) -> None:
+    import torch
+
+    from streamplan.cost.simulate import simulate
+    from streamplan.frontends.torch_capture import capture
+    from streamplan.memory.allocators import replay
+    from streamplan.runtime import compare_outputs, make_schedule, run
+    from streamplan.runtime.compare import _flat_tensors
+    from streamplan.runtime.interpret import initial_env, params_from_module
+    from streamplan.runtime.op_timing import op_times_ms
+    from streamplan.zoo.registry import ZOO
+
+    sim_device = "h200" if a.device.startswith("cuda") else "cpu"
+    try:
+        module, inputs = ZOO[model].load_factory()(batch)
+        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        graph = capture(module.eval(), inputs, name=model)
+        module = module.to(a.device)
+        inputs = tuple(x.to(a.device) for x in inputs)
+        with torch.no_grad():
+            reference = _flat_tensors(module(*inputs))
+        params = params_from_module(graph, module)
+        env = initial_env(graph, list(inputs), params, device=a.device)
+        table_ops.update(op_times_ms(graph, env, device=a.device, repeat=a.op_repeat))
+        del env
+    except Exception as e:  # a model that cannot run here is reported, the others go on
+        rows.append({"model": model, "batch": batch, "error": f"{type(e).__name__}: {e}"[:300]})
+        return
+    for policy in policies:
+        planned = None  # (schedule, timeline, prediction), made once per policy
+        for cuda_graph in graph_modes:
+            row: dict[str, Any] = {"model": model, "batch": batch, "policy": policy, "cuda_graph": cuda_graph}
+            rows.append(row)
+            if time.perf_counter() > deadline:
+                row["skipped"] = "time budget"
+                continue
+            try:
+                if planned is None:
+                    schedule = make_schedule(graph, policy, max_streams=a.max_streams)
+                    timeline = simulate(graph, schedule, sim_device)
+                    predicted = replay(
+                        graph,
+                        schedule,
+                        "torch-cuda",
+                        timeline=timeline,
+                        include_inputs=True,
+                        include_params=True,
+                    )
+                    planned = (schedule, timeline, predicted)
+                schedule, timeline, predicted = planned
+                result = run(
+                    graph,
+                    schedule,
+                    list(inputs),
+                    params=params,
+                    device=a.device,
+                    repeat=a.repeat,
+                    warmup=a.warmup,
+                    cuda_graph=cuda_graph,
+                )
+                ok, max_abs, _ = compare_outputs(result.outputs, reference)
+                resident = result.meta.get("resident_bytes")
+                row.update(
+                    num_streams=schedule.num_streams,
+                    num_events=schedule.num_events,
+                    search_time_s=schedule.meta.get("search_time_s"),
+                    matches_eager=ok,
+                    max_abs_error=max_abs,
+                    measured_ms=result.measured_ms,
+                    simulated_ms=timeline.makespan_ms,
+                    measured_allocated_bytes=result.max_memory_allocated_bytes,
+                    measured_reserved_bytes=result.max_memory_reserved_bytes,
+                    predicted_allocated_bytes=predicted.allocated_peak_bytes,
+                    predicted_reserved_bytes=predicted.reserved_peak_bytes,
+                    measured_resident_bytes=resident,
+                    predicted_resident_bytes=predicted.resident_bytes,
+                    # allocated before the timed runs beyond inputs+params: cuBLAS workspaces per stream...
+                    unmodelled_resident_bytes=None
+                    if resident is None
+                    else resident - predicted.resident_bytes,
+                    measured_peak_live_bytes=result.measured_peak_bytes,
+                )
+                kept.append((row, graph, schedule))
+                del result
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {e}"[:300]
+    _speedups([r for r in rows if r.get("model") == model and r.get("batch") == batch])
+    if a.device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def _speedups(rows: list[dict[str, Any]]) -> None:
+    base = {
+        r["cuda_graph"]: r["measured_ms"]
+        for r in rows
+        if r.get("policy") == "sequential" and "measured_ms" in r
+    }
+    for r in rows:
+        if "measured_ms" in r and r.get("cuda_graph") in base and r["measured_ms"] > 0:
+            r["speedup"] = base[r["cuda_graph"]] / r["measured_ms"]
+
+
+def _resimulate(kept, table_ops: dict[str, float], sim_device: str) -> None:
+    from streamplan.cost.measured import MeasuredCostModel, MeasuredTable
+    from streamplan.cost.simulate import simulate
+
+    model = MeasuredCostModel(MeasuredTable(sim_device, table_ops), fallback=sim_device)
+    for row, graph, schedule in kept:
+        try:
+            row["simulated_measured_table_ms"] = simulate(graph, schedule, model).makespan_ms
+        except Exception as e:
+            row["resimulate_error"] = f"{type(e).__name__}: {e}"[:200]
+
+
+def _rel(pred: float | None, meas: float | None) -> float | None:
+    if pred is None or not meas:
+        return None
+    return (pred - meas) / meas
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [r for r in rows if "measured_ms" in r]
+    analytic = [abs(_rel(r["simulated_ms"], r["measured_ms"])) for r in done]
+    table = [
+        abs(_rel(r["simulated_measured_table_ms"], r["measured_ms"]))
+        for r in done
+        if "simulated_measured_table_ms" in r
+    ]
+    eager_rows = [r for r in done if not r["cuda_graph"] and r.get("measured_allocated_bytes")]
+    alloc_err = [abs(_rel(r["predicted_allocated_bytes"], r["measured_allocated_bytes"])) for r in eager_rows]
+    return {
+        "rows_run": len(done),
+        "rows_skipped": sum(1 for r in rows if "skipped" in r),
+        "rows_failed": sum(1 for r in rows if "error" in r),
+        "all_match_eager": all(r["matches_eager"] for r in done),
+        "latency_mean_abs_rel_error_analytic": statistics.fmean(analytic) if analytic else None,
+        "latency_mean_abs_rel_error_measured_table": statistics.fmean(table) if table else None,
+        "allocated_rows_within_2pct": sum(1 for e in alloc_err if e <= 0.02),
+        "allocated_rows": len(alloc_err),
+        "allocated_max_abs_rel_error": max(alloc_err) if alloc_err else None,
+    }
+
+
+def _device_name(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return "cpu"
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:+.1f}%"
+
+
+def _print_table(rows: list[dict[str, Any]], result: dict[str, Any]) -> None:
+    head = (
+        "model",
+        "bs",
+        "policy",
+        "cg",
+        "str",
+        "ms",
+        "speedup",
+        "sim ms",
+        "sim+tbl ms",
+        "alloc MiB",
+        "pred MiB",
+        "err",
+        "resv MiB",
+        "pred MiB",
+        "err",
+        "eager",
+    )
+    lines = [head]
+    for r in rows:
+        base = (
+            r.get("model", ""),
+            str(r.get("batch", "")),
+            r.get("policy", ""),
+            "y" if r.get("cuda_graph") else "n",
+        )
+        if "measured_ms" not in r:
+            lines.append(base + (r.get("skipped") or ("error: " + r.get("error", "?"))[:60],) + ("",) * 11)
+            continue
+        alloc, resv = r["measured_allocated_bytes"], r["measured_reserved_bytes"]
+        lines.append(
+            base
+            + (
+                str(r["num_streams"]),
+                f"{r['measured_ms']:.3f}",
+                f"{r.get('speedup', 0):.2f}x",
+                f"{r['simulated_ms']:.3f}",
+                f"{r.get('simulated_measured_table_ms', float('nan')):.3f}",
+                f"{alloc / MIB:.1f}" if alloc else "-",
+                f"{r['predicted_allocated_bytes'] / MIB:.1f}",
+                _pct(_rel(r["predicted_allocated_bytes"], alloc)),
+                f"{resv / MIB:.1f}" if resv else "-",
+                f"{r['predicted_reserved_bytes'] / MIB:.1f}",
+                _pct(_rel(r["predicted_reserved_bytes"], resv)),
+                "ok" if r["matches_eager"] else "DIFF",
+            )
+        )
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+    print(f"device: {result['device']}, {result['elapsed_s']:.0f} s")
+    for k, v in result["summary"].items():
+        print(f"  {k}: {v}")
+    for line in lines:
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The IOS policy: valid schedules, stage structure, and never slower than one stream."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+
+from dags import chain, dag, diamond, random_dags
+from streamplan.cost import FakeCostModel, simulate
+from streamplan.models import load_model
+from streamplan.schedule.ios import chain_units, schedule_ios, split_blocks
+from streamplan.schedule.schedule import StreamSchedule
+from streamplan.schedule.verify import verify_schedule
+
+
+def one_stream(graph):
+    return StreamSchedule(graph.node_ids, {n: 0 for n in graph.node_ids})
+
+
+@settings(max_examples=30, deadline=None)
+@given(graph=random_dags(1, 10))
+def test_ios_schedules_are_valid(graph):
+    sched = schedule_ios(graph, max_streams=3, r=2, s=3, block_ops=6)
+    verify_schedule(graph, sched)
+    assert sorted(sched.launch_order) == sorted(graph.node_ids)
+    assert sched.num_streams <= 3
+    stage_ops = [op for stage in sched.meta["stages"] for group in stage for op in group]
+    assert sorted(stage_ops) == sorted(graph.node_ids)
+    assert all(len(stage) <= 3 for stage in sched.meta["stages"])
+    # stages run in order: every op of a stage is launched after every op of the one before
+    index = {op: i for i, op in enumerate(sched.launch_order)}
+    stages = sched.meta["stages"]
+    for before, after in zip(stages, stages[1:], strict=False):
+        assert max(index[o] for g in before for o in g) < min(index[o] for g in after for o in g)
+
+
+def test_parallel_branches_get_their_own_streams():
+    g = load_model("seed-example2")
+    cost = FakeCostModel(1.0, occupancy=0.5)
+    sched = schedule_ios(g, cost=cost)
+    verify_schedule(g, sched)
+    assert simulate(g, sched, cost).makespan_ms == 4.0  # a, {b->d | c->e}, f
+    assert simulate(g, one_stream(g), cost).makespan_ms == 6.0
+    assert not sched.meta["fallback_sequential"]
+    assert sched.num_streams == 2
+    assert sched.meta["search_time_s"] >= 0 and sched.meta["predicted_ms"] == 4.0
+
+
+def test_ios_is_never_slower_than_sequential():
+    for spec in ("seed-example2", "seed-concat", "random:40:3"):
+        g = load_model(spec)
+        sched = schedule_ios(g, device="v100")
+        verify_schedule(g, sched)
+        assert simulate(g, sched, "v100").makespan_ms <= simulate(g, one_stream(g), "v100").makespan_ms + 1e-12
+    g = load_model("random:40:3")
+    sched = schedule_ios(g, device="v100")
+    assert simulate(g, sched).makespan_ms < 0.9 * simulate(g, one_stream(g)).makespan_ms
+
+
+def test_full_occupancy_ops_stay_sequential():
+    g = diamond()
+    cost = FakeCostModel(1.0, occupancy=1.0)
+    sched = schedule_ios(g, cost=cost)
+    assert simulate(g, sched, cost).makespan_ms == 4.0
+
+
+def test_units_and_blocks():
+    assert chain_units(chain(5)) == [[0, 1, 2, 3, 4]]
+    assert chain_units(diamond()) == [[0], [1], [2], [3]]
+    g = dag({1: [0], 2: [0], 3: [1, 2], 4: [3], 5: [3], 6: [4, 5]}, 7)
+    units = chain_units(g)
+    assert split_blocks(units, g, 20) == [[0], [1, 2, 3], [4, 5, 6]]
+    assert split_blocks(units, g, 2) == [[0], [1, 2], [3], [4, 5], [6]]
