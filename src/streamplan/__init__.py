@@ -21,4 +21,12 @@ def capture(module, example_inputs, *, name: str | None = None) -> Graph:
     return _capture(module, example_inputs, name=name)
 
 
-__all__ = ["Graph", "Node", "Value", "verify", "load_model", "capture", "StreamplanError", "__version__"]
+def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = None):
+    """A ``torch.compile`` backend running the captured graph with a stream schedule:
+    ``torch.compile(model, backend=streamplan.backend(policy="nimble"))``."""
+    from streamplan.runtime.compile_backend import backend as _backend
+
+    return _backend(policy=policy, max_streams=max_streams, device=device)
+
+
+__all__ = ["backend", "Graph", "Node", "Value", "verify", "load_model", "capture", "StreamplanError", "__version__"]

@@ -19,7 +19,7 @@ from streamplan.report.units import fmt_bytes, fmt_ms
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Multi-stream schedules for PyTorch graphs: latency and peak memory before you run.")
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 110)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DEFAULT_POLICIES = "sequential,memory,wavefront,asap,nimble,ios"

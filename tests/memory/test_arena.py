@@ -73,3 +73,15 @@ def test_conflict_pairs_match_pairwise_definition(gs, inputs):
         if may_coexist(live, lives[i], lives[j])
     }
     assert got == expect
+
+
+@settings(max_examples=30, deadline=None)
+@given(graph_and_schedule(max_nodes=9))
+def test_launch_interval_fallback_is_valid(gs):
+    from streamplan.memory.arena import _plan_by_launch_intervals, _Ranges
+
+    g, s = gs
+    live = liveness(g, s)
+    plan = _plan_by_launch_intervals(live, _Ranges(live))
+    assert check_arena(live, plan.offsets) == []
+    assert plan.arena_bytes >= plan.lower_bound_bytes == plan_arena(g, s).lower_bound_bytes

@@ -50,7 +50,9 @@ def test_ios_is_never_slower_than_sequential():
         g = load_model(spec)
         sched = schedule_ios(g, device="v100")
         verify_schedule(g, sched)
-        assert simulate(g, sched, "v100").makespan_ms <= simulate(g, one_stream(g), "v100").makespan_ms + 1e-12
+        assert (
+            simulate(g, sched, "v100").makespan_ms <= simulate(g, one_stream(g), "v100").makespan_ms + 1e-12
+        )
     g = load_model("random:40:3")
     sched = schedule_ios(g, device="v100")
     assert simulate(g, sched).makespan_ms < 0.9 * simulate(g, one_stream(g)).makespan_ms
@@ -70,3 +72,21 @@ def test_units_and_blocks():
     units = chain_units(g)
     assert split_blocks(units, g, 20) == [[0], [1, 2, 3], [4, 5, 6]]
     assert split_blocks(units, g, 2) == [[0], [1, 2], [3], [4, 5], [6]]
+
+
+def test_chain_split_lets_groups_share_a_descendant():
+    from streamplan.schedule.ios import _chains, _components
+
+    # local units 0 -> 2 <- 1 (two branches joining): IOS's partition is one group of 3,
+    # the split puts the branches on two groups and the join after one of them
+    preds = [0, 0, 0b011]
+    succs = [0b100, 0b100, 0]
+    assert _components(0b111, preds, succs) == [[0, 1, 2]]
+    assert _chains([0, 1, 2], preds, 3) == [[0, 2], [1]]
+
+
+def test_single_op_graph():
+    g = chain(1)
+    sched = schedule_ios(g)
+    verify_schedule(g, sched)
+    assert sched.launch_order == ("n0",) and sched.meta["stages"] == [[["n0"]]]

@@ -1,7 +1,6 @@
 """Liveness on one stream: allocate at the producer, free after the last user, outputs kept."""
 
 from dags import UNIT, chain, dag
-
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.models import load_model
 from streamplan.schedule import sequential_peak_bytes, sequential_trace
@@ -23,7 +22,9 @@ def test_seed_examples():
 
 def test_order_matters():
     # n0 -> n1 (4 units) -> n3; n0 -> n2 (4 units) -> n4; n5 = n3 + n4: finish a branch first.
-    g = dag({1: [0], 2: [0], 3: [1], 4: [2], 5: [3, 4]}, 6, sizes=[UNIT, 4 * UNIT, 4 * UNIT, UNIT, UNIT, UNIT])
+    g = dag(
+        {1: [0], 2: [0], 3: [1], 4: [2], 5: [3, 4]}, 6, sizes=[UNIT, 4 * UNIT, 4 * UNIT, UNIT, UNIT, UNIT]
+    )
     a = sequential_peak_bytes(g, ["n0", "n1", "n3", "n2", "n4", "n5"])
     b = sequential_peak_bytes(g, ["n0", "n1", "n2", "n3", "n4", "n5"])
     assert (a, b) == (6 * UNIT, 9 * UNIT)

@@ -2,9 +2,9 @@
 
 import itertools
 
-from dags import UNIT, chain, dag, random_dags
 from hypothesis import given, settings
 
+from dags import UNIT, chain, dag, random_dags
 from streamplan.models import load_model
 from streamplan.schedule import make_schedule, sequential_peak_bytes, verify_schedule
 from streamplan.schedule.memory_order import _segments, memory_order
@@ -43,7 +43,9 @@ def test_heuristics_alone_never_worse_than_sequential(g):
 
 
 def test_branch_first_beats_graph_order():
-    g = dag({1: [0], 2: [0], 3: [1], 4: [2], 5: [3, 4]}, 6, sizes=[UNIT, 4 * UNIT, 4 * UNIT, UNIT, UNIT, UNIT])
+    g = dag(
+        {1: [0], 2: [0], 3: [1], 4: [2], 5: [3, 4]}, 6, sizes=[UNIT, 4 * UNIT, 4 * UNIT, UNIT, UNIT, UNIT]
+    )
     g = g.replace(nodes=tuple(g.node(i) for i in ("n0", "n1", "n2", "n3", "n4", "n5")))
     mo = memory_order(g)
     assert mo.sequential_peak_bytes == 9 * UNIT

@@ -2,9 +2,9 @@
 
 import itertools
 
-from dags import dag, random_dags
 from hypothesis import given, settings
 
+from dags import dag, random_dags
 from streamplan.ir.analysis import transitive_closure_bits
 from streamplan.schedule import derive_waits, make_schedule, verify_schedule
 

@@ -1,8 +1,8 @@
 """The schedule verifier catches every kind of invalid schedule and names the offending pair."""
 
 import pytest
-from dags import diamond
 
+from dags import diamond
 from streamplan.errors import ScheduleError
 from streamplan.models import load_model
 from streamplan.schedule import StreamSchedule, Wait, check_schedule, make_schedule, verify_schedule

@@ -17,7 +17,6 @@ smallest arena.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +24,8 @@ import numpy as np
 from streamplan.ir.graph import Graph
 from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
 from streamplan.schedule.schedule import StreamSchedule
+
+MAX_CONFLICT_PAIRS = 20_000_000  # above this, place on conservative launch intervals
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,9 @@ class _Ranges:
 
     Along one stream the start clocks only grow, so the ops that start after a
     storage is dead for sure form a suffix of the stream: ``dead_from[s][t]`` is
-    where it begins (binary search). The storages created on stream t between the
-    storage's own creator and that suffix may coexist with it.
+    where it begins (the latest of one ``searchsorted`` per clock coordinate). The
+    storages created on stream t between the storage's own creator and that suffix
+    may coexist with it.
     """
 
     def __init__(self, live: Liveness):
@@ -81,34 +83,44 @@ class _Ranges:
         self.ops: list[list[str]] = [[] for _ in range(k)]
         for op in hb.launch_index:
             self.ops[hb.slot[op]].append(op)
-        self.launch_pos = [[hb.launch_index[op] for op in ops] for ops in self.ops]
+        self.launch_pos = [np.array([hb.launch_index[op] for op in ops], dtype=np.int64) for ops in self.ops]
         self.created: dict[str, list[StorageLife]] = {}
         for life in live.lives:
             if life.creator is not None:
                 self.created.setdefault(life.creator, []).append(life)
-        self.dead_from: dict[str, list[int]] = {}
-        self.first_after: dict[str, list[int]] = {}
-        for life in live.lives:
-            if life.creator is None:
-                continue
-            death = live.death_clock(life)
-            p = hb.launch_index[life.creator]
-            self.first_after[life.storage] = [bisect.bisect_right(lp, p) for lp in self.launch_pos]
-            self.dead_from[life.storage] = [
-                len(ops) if death is None else _first_reaching(ops, hb.before, death) for ops in self.ops
-            ]
+        born = [life for life in live.lives if life.creator is not None]
+        big = np.iinfo(np.int64).max
+        death = np.array([live.death_clock(x) or (big,) * k for x in born], dtype=np.int64).reshape(-1, k)
+        pos = np.array([hb.launch_index[x.creator] for x in born], dtype=np.int64)
+        first_after = np.zeros((len(born), k), dtype=np.int64)
+        dead_from = np.zeros((len(born), k), dtype=np.int64)
+        for t, ops in enumerate(self.ops):
+            first_after[:, t] = np.searchsorted(self.launch_pos[t], pos, side="right")
+            clocks = np.array([hb.before[op] for op in ops], dtype=np.int64).reshape(-1, k)
+            cols = [np.searchsorted(clocks[:, x], death[:, x], side="left") for x in range(k)]
+            dead_from[:, t] = np.max(np.stack(cols), axis=0) if cols else 0
+        self.first_after = {x.storage: first_after[i].tolist() for i, x in enumerate(born)}
+        self.dead_from = {x.storage: dead_from[i].tolist() for i, x in enumerate(born)}
 
+    def pair_count(self) -> int:
+        """How many (a, b) conflicts the ranges hold (before residents and same-creator pairs)."""
+        total = 0
+        created = [
+            np.array([len(self.created.get(op, ())) for op in ops], dtype=np.int64) for ops in self.ops
+        ]
+        cum = [np.concatenate(([0], np.cumsum(c))) for c in created]
+        for sid, fa in self.first_after.items():
+            df = self.dead_from[sid]
+            total += sum(int(cum[t][max(df[t], fa[t])] - cum[t][fa[t]]) for t in range(len(self.ops)))
+        return total
 
-def _first_reaching(ops: list[str], before: dict[str, tuple[int, ...]], clock: tuple[int, ...]) -> int:
-    """Index of the first op in ``ops`` (one stream) whose start clock is >= ``clock``."""
-    lo, hi = 0, len(ops)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if all(x >= y for x, y in zip(before[ops[mid]], clock, strict=False)):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    def dead_position(self, life: StorageLife, n: int) -> int:
+        """First launch position from which every op starts after ``life`` is dead for sure."""
+        if life.persistent or life.creator is None:
+            return n
+        df = self.dead_from[life.storage]
+        last = [int(self.launch_pos[t][df[t] - 1]) for t in range(len(self.ops)) if df[t] > 0]
+        return max(last, default=-1) + 1
 
 
 def conflict_pairs(live: Liveness, ranges: _Ranges | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -210,6 +222,8 @@ def plan_arena(
     if live is None:
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     ranges = _Ranges(live)
+    if ranges.pair_count() > MAX_CONFLICT_PAIRS:
+        return _plan_by_launch_intervals(live, ranges)
     index = live.hb.launch_index
     n = len(index)
 
@@ -241,6 +255,49 @@ def plan_arena(
     offs = {s.storage: int(off[i]) for i, s in enumerate(lives)}
     sizes = {s.storage: s.nbytes for s in live.lives}
     return ArenaPlan(offs, sizes, top, bound, exact, tuple(members), name, live.includes)
+
+
+def _plan_by_launch_intervals(live: Liveness, r: _Ranges) -> ArenaPlan:
+    """Placement for very many conflicts: conservative lifetimes on the launch line.
+
+    Each storage gets the launch interval [creator, first position from which every
+    op starts after it is dead for sure); overlapping intervals is implied by may-
+    coexist, so a placement without interval overlaps is valid. Best fit in birth
+    order against the intervals still open (one numpy pass per storage).
+    """
+    index = live.hb.launch_index
+    n = len(index)
+    items = []
+    for life in live.lives:
+        birth = -1 if life.creator is None else index[life.creator]
+        items.append((birth, max(r.dead_position(life, n), birth + 1), life))
+    items.sort(key=lambda x: (x[0], -x[2].nbytes))
+    off_open = np.zeros(0, dtype=np.int64)
+    end_open = np.zeros(0, dtype=np.int64)
+    dead_open = np.zeros(0, dtype=np.int64)
+    offsets: dict[str, int] = {}
+    top = 0
+    for birth, dead, life in items:
+        keep = dead_open > birth
+        off_open, end_open, dead_open = off_open[keep], end_open[keep], dead_open[keep]
+        if len(off_open):
+            srt = np.argsort(off_open, kind="stable")
+            lo = off_open[srt]
+            tops = np.maximum.accumulate(end_open[srt])
+            starts = np.concatenate(([0], tops[:-1]))
+            gaps = lo - starts
+            fit = np.nonzero(gaps >= life.nbytes)[0]
+            off = int(starts[fit[np.argmin(gaps[fit])]]) if len(fit) else int(tops[-1])
+        else:
+            off = 0
+        offsets[life.storage] = off
+        top = max(top, off + life.nbytes)
+        off_open = np.append(off_open, off)
+        end_open = np.append(end_open, off + life.nbytes)
+        dead_open = np.append(dead_open, dead)
+    bound, members, exact = lower_bound(live, r)
+    sizes = {s.storage: s.nbytes for s in live.lives}
+    return ArenaPlan(offsets, sizes, top, bound, exact, tuple(members), "launch-interval", live.includes)
 
 
 def lower_bound(live: Liveness, ranges: _Ranges | None = None) -> tuple[int, list[str], bool]:

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 
 from streamplan.ir.graph import Graph
-from streamplan.memory.liveness import Includes, Liveness, liveness
+from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
 from streamplan.memory.simulated import sweep_live_bytes
 from streamplan.schedule.schedule import StreamSchedule
 
@@ -174,9 +174,12 @@ def _solve_segments(
         if entries[p] > best[0]:
             best = (entries[p], tuple(order[:p]), (order[p],))
     bounds = [(lo + 1, hi) for lo, hi in zip([-1] + cuts, cuts + [len(order)], strict=False) if hi > lo + 1]
-    segs = sorted(((_segment_cap(live, order, lo, hi), lo, hi) for lo, hi in bounds), reverse=True)
+    members = _segment_members(live, bounds, len(order))
+    caps = [sum(life.nbytes for life in m) for m in members]
+    segs = sorted(zip(caps, range(len(bounds)), strict=True), reverse=True)
     seg_upper, stopped = 0, []
-    for cap, lo, hi in segs:
+    for cap, j in segs:
+        lo, hi = bounds[j]
         if cap <= best[0]:
             break  # no remaining segment can beat the witness
         left = deadline - time.perf_counter()
@@ -184,7 +187,7 @@ def _solve_segments(
             seg_upper = max(seg_upper, cap)
             stopped.append("size" if hi - lo > max_exact_ops else "time")
             continue
-        value, witness, seg_bound = _solve_segment(live, order, lo, hi, left, best)
+        value, witness, seg_bound = _solve_segment(live, order, lo, hi, left, best, members[j])
         if value > best[0]:
             best = witness
         seg_upper = max(seg_upper, seg_bound)
@@ -216,11 +219,29 @@ def _host_order_entries(live: Liveness, order: list[str]) -> list[int]:
     return out
 
 
-def _segment_lives(live: Liveness, lo: int, hi: int):
+def _segment_members(live: Liveness, bounds: list[tuple[int, int]], n: int) -> list[list[StorageLife]]:
+    """For each segment (launch range), the storages born before its end and not dead before it."""
+    import bisect
+
+    index = live.hb.launch_index
+    los = [lo for lo, _ in bounds]
+    his = [hi for _, hi in bounds]
+    out: list[list[StorageLife]] = [[] for _ in bounds]
+    for life in live.lives:
+        birth = -1 if life.creator is None else index[life.creator]
+        last = n if life.persistent else max(index[u] for u in life.last_users)
+        first_seg = bisect.bisect_right(his, birth)  # first segment ending after the birth
+        last_seg = bisect.bisect_right(los, last) - 1  # last segment starting at or before the end
+        for j in range(first_seg, last_seg + 1):
+            out[j].append(life)
+    return out
+
+
+def _segment_lives(live: Liveness, lo: int, hi: int, lives: list[StorageLife]):
     """Storages that can be live while ops ``lo..hi-1`` run: (life, creator var?, users in segment, always)."""
     index = live.hb.launch_index
     out = []
-    for life in live.lives:
+    for life in lives:
         if life.creator is not None and index[life.creator] >= hi:
             continue
         born_inside = life.creator is not None and index[life.creator] >= lo
@@ -236,11 +257,7 @@ def _segment_lives(live: Liveness, lo: int, hi: int):
     return out
 
 
-def _segment_cap(live: Liveness, order: list[str], lo: int, hi: int) -> int:
-    return sum(life.nbytes for life, _, _, _ in _segment_lives(live, lo, hi))
-
-
-def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limit_s: float, best):
+def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limit_s: float, best, lives=None):
     """CP-SAT over one segment: (value, witness, proven upper bound)."""
     from ortools.sat.python import cp_model
 
@@ -255,7 +272,9 @@ def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limi
             if u in inside:
                 m.AddImplication(d[op], f[u])
     terms, base = [], 0
-    for k, (life, born_inside, last_inside, always) in enumerate(_segment_lives(live, lo, hi)):
+    for k, (life, born_inside, last_inside, always) in enumerate(
+        _segment_lives(live, lo, hi, live.lives if lives is None else lives)
+    ):
         if not born_inside and always:
             base += life.nbytes
             continue

@@ -1,47 +1,62 @@
-"""Rich tables for the CLI."""
+"""Rich tables for the CLI. Memory cells are MiB (2^20 B), labelled in the column headers."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from rich.console import Group
 from rich.table import Table
 
 from streamplan.ir.graph import Graph
 from streamplan.report.compare import PolicyRow
-from streamplan.report.units import fmt_bytes, fmt_ms
+from streamplan.report.units import MiB, fmt_ms
+
+
+def _mib(n: int | None) -> str:
+    return "-" if n is None else f"{n / MiB:.2f}"
 
 
 def _worst(mem: dict) -> str:
     wc = mem.get("worst_case_peak_bytes") or {}
     if wc.get("exact"):
-        return fmt_bytes(wc.get("upper"))
-    return f"[{fmt_bytes(wc.get('lower'))}, {fmt_bytes(wc.get('upper'))}]"
+        return _mib(wc.get("upper"))
+    return f"[{_mib(wc.get('lower'))}, {_mib(wc.get('upper'))}]"
 
 
-def compare_table(graph: Graph, rows: Sequence[PolicyRow], device: str, memory: bool, includes: str) -> Table:
-    """One row per policy. Memory columns say what they include in the title."""
-    title = f"{graph.name} on {device}"
-    if memory:
-        title += f" — memory: {includes}"
-    t = Table(title=title, show_edge=False)
-    for col in ("policy", "streams", "events", "latency", "speedup", "search"):
-        t.add_column(col, justify="right" if col != "policy" else "left")
-    if memory:
-        for col in ("host-order", "worst-case", "simulated", "torch alloc", "torch reserved", "arena", "arena LB"):
-            t.add_column(col, justify="right")
+def latency_table(graph: Graph, rows: Sequence[PolicyRow], device: str) -> Table:
+    t = Table(title=f"{graph.name}: schedules simulated on {device}", show_edge=False)
+    t.add_column("policy")
+    for col in ("streams", "events", "latency", "speedup", "search"):
+        t.add_column(col, justify="right")
     for r in rows:
         if r.error:
-            t.add_row(r.policy, *["-"] * (len(t.columns) - 1))
+            t.add_row(r.policy, "-", "-", "-", "-", "error")
             continue
-        cells = [r.policy, str(r.streams), str(r.events), fmt_ms(r.makespan_ms),
-                 f"{r.speedup:.2f}x" if r.speedup else "-", f"{r.search_time_s:.2f}s"]
-        if memory and r.memory:
-            m = r.memory
-            tc = m.get("torch_cuda") or {}
-            cells += [fmt_bytes(m.get("host_order_peak_bytes")), _worst(m), fmt_bytes(m.get("simulated_peak_bytes")),
-                      fmt_bytes(tc.get("allocated_peak_bytes")), fmt_bytes(tc.get("reserved_peak_bytes")),
-                      fmt_bytes(m.get("arena_bytes")), fmt_bytes(m.get("arena_lower_bound_bytes"))]
-        elif memory:
-            cells += ["-"] * 7
-        t.add_row(*cells)
+        t.add_row(r.policy, str(r.streams), str(r.events), fmt_ms(r.makespan_ms),
+                  f"{r.speedup:.2f}x" if r.speedup else "-", f"{r.search_time_s:.2f} s")
     return t
+
+
+def memory_table(graph: Graph, rows: Sequence[PolicyRow], includes: str) -> Table:
+    t = Table(title=f"{graph.name}: peak memory in MiB ({includes})", show_edge=False)
+    t.add_column("policy")
+    for col in ("host-order", "worst-case", "simulated", "torch alloc", "torch resv", "arena", "arena LB"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        m = r.memory
+        if r.error or not m:
+            t.add_row(r.policy, *["-"] * 7)
+            continue
+        tc = m.get("torch_cuda") or {}
+        t.add_row(r.policy, _mib(m.get("host_order_peak_bytes")), _worst(m), _mib(m.get("simulated_peak_bytes")),
+                  _mib(tc.get("allocated_peak_bytes")), _mib(tc.get("reserved_peak_bytes")),
+                  _mib(m.get("arena_bytes")), _mib(m.get("arena_lower_bound_bytes")))
+    return t
+
+
+def compare_table(graph: Graph, rows: Sequence[PolicyRow], device: str, memory: bool, includes: str) -> Group:
+    """Latency table, then (with ``memory``) the memory table, one row per policy in each."""
+    parts = [latency_table(graph, rows, device)]
+    if memory:
+        parts.append(memory_table(graph, rows, includes))
+    return Group(*parts)

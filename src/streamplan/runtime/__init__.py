@@ -12,6 +12,7 @@ from streamplan.runtime.compile_backend import backend, register
 from streamplan.runtime.execute import run
 from streamplan.runtime.measure import RunResult
 
-register()
+# The name "streamplan" reaches torch.compile through the torch_dynamo_backends entry point
+# (pyproject.toml), so importing this package does not pay for importing torch._dynamo.
 
-__all__ = ["run", "run_and_compare", "backend", "RunResult", "Comparison", "compare_outputs", "make_schedule"]
+__all__ = ["run", "run_and_compare", "backend", "RunResult", "Comparison", "compare_outputs", "make_schedule", "register"]

@@ -180,17 +180,19 @@ def _load(model: str | tuple[Any, Any], batch: int | None, graph: Graph | None):
 
             graph = capture(module, inputs, name=type(module).__name__)
         return graph.name, module, inputs, graph
-    if graph is not None:
-        return model, None, None, graph
     from streamplan.models import load_model
     from streamplan.zoo.registry import ZOO
 
     entry = ZOO.get(model)
     if entry is not None and entry.kind == "torch":
+        # The module gives the real weights and the eager reference; a graph the caller
+        # already captured from the same factory saves a second capture.
         module, inputs = entry.load_factory()(batch or entry.default_batch)
         inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
         module = module.eval()
-        return model, module, inputs, _capture_named(module, inputs, model)
+        return model, module, inputs, graph if graph is not None else _capture_named(module, inputs, model)
+    if graph is not None:
+        return model, None, None, graph
     return model, None, None, load_model(model, batch=batch)
 
 

@@ -142,3 +142,9 @@ def register() -> None:
     if "streamplan" not in list_backends(exclude_tags=()):
         register_backend(name="streamplan")(backend())
     _REGISTERED = True
+
+
+def streamplan_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """The backend ``torch.compile(..., backend="streamplan")`` finds through the package's
+    ``torch_dynamo_backends`` entry point: the nimble policy with default options."""
+    return backend()(gm, example_inputs)

@@ -18,7 +18,8 @@ Two partitions of an ending into groups are tried:
 IOS's "merge" stage (convs with one input fused into one kernel) is not generated:
 it needs a kernel the runtime does not have. Stages are separated by a device-wide
 barrier, expressed as waits (every group of a stage waits for every group of the
-previous one) and thinned by ``derive_waits``.
+previous one) and thinned by ``derive_waits``; they are dropped again when the
+full simulation finds the schedule faster without them.
 """
 
 from __future__ import annotations
@@ -51,14 +52,20 @@ def schedule_ios(
     block_ops: int = 20,
     progress: bool = False,
 ) -> StreamSchedule:
-    """The IOS schedule of ``graph``: stages of up to ``s`` concurrent groups of up to ``r`` ops.
+    """The IOS schedule of ``graph``: stages of up to ``s`` concurrent groups of up to ``r`` units.
 
+    A unit is a maximal chain of single links (e.g. conv -> batch_norm -> relu), so
+    ``r`` and ``block_ops`` count what IOS counts (its graphs have those fused).
     ``cost`` (default: the analytic model of ``device``) times every candidate stage.
+    Wide blocks whose DP exceeds ``BLOCK_BUDGET`` candidates are halved
+    (``meta["halved_blocks"]``), which keeps randwire/nasnet searches to seconds.
     ``meta`` holds ``stages`` (lists of groups of op ids), ``search_time_s``,
     ``blocks``, ``units``, ``predicted_ms`` (the simulated makespan), ``sequential_ms``
     and ``truncated_states``. Should the full simulation of the stage schedule come
     out slower than one stream in graph order, that one-stream schedule is returned
     instead (``meta["fallback_sequential"]``), so ``ios`` is never predicted slower.
+    The stage barriers are dropped (only data waits kept, same streams and order)
+    when the simulation says that is faster (``meta["barriers"]`` is False then).
     """
     t0 = time.perf_counter()
     model = resolve_cost(cost, default=device)
@@ -76,6 +83,12 @@ def schedule_ios(
     bar.close()
     schedule = _to_schedule(graph, stages, max_streams)
     predicted = simulate(graph, schedule, model).makespan_ms
+    # Without the barriers only data waits order the stages; keep whichever is faster.
+    free = schedule.replace(waits=derive_waits(graph, schedule.launch_order, schedule.streams))
+    free_ms = simulate(graph, free, model).makespan_ms
+    barriers = predicted <= free_ms
+    if not barriers:
+        schedule, predicted = free, free_ms
     # The DP sums stage times; the full simulation can disagree. Never return worse than one stream.
     one_stream = StreamSchedule(ids, {op: 0 for op in ids}, (), "ios")
     sequential_ms = simulate(graph, one_stream, model).makespan_ms
@@ -94,6 +107,7 @@ def schedule_ios(
         "predicted_ms": predicted,
         "sequential_ms": sequential_ms,
         "fallback_sequential": fallback,
+        "barriers": barriers and not fallback,
         "device": model.device_name,
         "search_time_s": time.perf_counter() - t0,
     }

@@ -9,8 +9,8 @@ The bytes live *during* an op are those live before it plus what it allocates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
@@ -31,7 +31,7 @@ class LiveTrace:
 
     def __str__(self) -> str:
         lines = [f"live activation bytes, peak {self.peak_bytes / 2**20:.2f} MiB"]
-        for op, d, a in zip(self.order, self.during_bytes, self.after_bytes):
+        for op, d, a in zip(self.order, self.during_bytes, self.after_bytes, strict=True):
             lines.append(f"  {op}: during {d / 2**20:.2f} MiB, after {a / 2**20:.2f} MiB")
         return "\n".join(lines)
 

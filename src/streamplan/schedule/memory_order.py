@@ -43,8 +43,9 @@ class MemoryOrder:
     methods: tuple[str, ...]  # the winning method of each segment
 
 
-def schedule_memory(graph: Graph, *, max_streams: int = 8, exact_max_states: int = EXACT_MAX_STATES,
-                    **options: Any) -> StreamSchedule:
+def schedule_memory(
+    graph: Graph, *, max_streams: int = 8, exact_max_states: int = EXACT_MAX_STATES, **options: Any
+) -> StreamSchedule:
     """One stream, ops in a peak-minimising order (exact when the search fits ``exact_max_states``)."""
     mo = memory_order(graph, exact_max_states=exact_max_states)
     meta = {
@@ -147,10 +148,13 @@ class _Segment:
         for i in range(m):
             for s in facts.touches[a + i]:
                 users[s] = users.get(s, 0) | (1 << i)
-        freeable = {s: mask for s, mask in users.items()
-                    if not facts.pinned[s] and remaining[s] == mask.bit_count()}
-        self.frees = [[(freeable[s], facts.storage_bytes[s], s) for s in facts.touches[a + i] if s in freeable]
-                      for i in range(m)]
+        freeable = {
+            s: mask for s, mask in users.items() if not facts.pinned[s] and remaining[s] == mask.bit_count()
+        }
+        self.frees = [
+            [(freeable[s], facts.storage_bytes[s], s) for s in facts.touches[a + i] if s in freeable]
+            for i in range(m)
+        ]
 
     # -- replay ----------------------------------------------------------
     def peak(self, local: list[int]) -> int:
@@ -285,7 +289,7 @@ class _Segment:
                 return (bound, [])
             parents.append(back)
             layer = nxt
-        (full, (peak, _, _)), = layer.items()
+        ((full, (peak, _, _)),) = layer.items()
         order: list[int] = []
         for back in reversed(parents):
             full, v = back[full]

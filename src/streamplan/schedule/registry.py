@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
@@ -39,8 +40,10 @@ def get_policy(name: str) -> Callable[..., StreamSchedule]:
     except ModuleNotFoundError as e:
         if e.name != module_name:
             raise
-        raise ScheduleError(f"policy {name!r} is not available in this build ({module_name} is missing)",
-                            hint=f"choose one of: {', '.join(available_policies())}") from None
+        raise ScheduleError(
+            f"policy {name!r} is not available in this build ({module_name} is missing)",
+            hint=f"choose one of: {', '.join(available_policies())}",
+        ) from None
     return getattr(module, func_name)
 
 

@@ -120,16 +120,22 @@ def _check_order(graph: Graph, schedule: StreamSchedule) -> list[str]:
 
 
 def _unordered(u, v, s, cur, op_slot_index, launch_index, streams) -> str | None:
-    if u not in launch_index:
-        return None  # reported as never launched
+    if u not in launch_index or not isinstance(streams.get(u), int):
+        return None  # reported as never launched, or as having no valid stream
     if u not in op_slot_index:
         if streams.get(u) == streams.get(v):
-            return (f"{u} -> {v} are not ordered: {v} is launched before {u} on stream {streams[v]}, "
-                    f"so it runs before its input is ready; launch {u} first")
-        return (f"{u} -> {v} are not ordered: {v} (stream {streams.get(v)}) is launched before {u} "
-                f"(stream {streams.get(u)}); launch {u} first and add a wait")
+            return (
+                f"{u} -> {v} are not ordered: {v} is launched before {u} on stream {streams[v]}, "
+                f"so it runs before its input is ready; launch {u} first"
+            )
+        return (
+            f"{u} -> {v} are not ordered: {v} (stream {streams.get(v)}) is launched before {u} "
+            f"(stream {streams.get(u)}); launch {u} first and add a wait"
+        )
     t, idx = op_slot_index[u]
     if t == s or cur[t] >= idx:
         return None
-    return (f"{u} -> {v} are not ordered: {v} on stream {streams[v]} may run before {u} finishes "
-            f"on stream {streams[u]}; add a wait")
+    return (
+        f"{u} -> {v} are not ordered: {v} on stream {streams[v]} may run before {u} finishes "
+        f"on stream {streams[u]}; add a wait"
+    )

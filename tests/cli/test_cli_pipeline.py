@@ -1,0 +1,113 @@
+"""CLI end to end: schedule -> verify -> simulate -> compare -> memory -> explain -> plot -> run."""
+
+import json
+
+import pytest
+
+from test_cli_basics import _assert_user_error, sp
+
+MiB = 1 << 20
+
+
+def test_schedule_save_verify_and_tamper(tmp_path):
+    path = tmp_path / "s.json"
+    r = sp("schedule", "seed-example2", "--policy", "asap", "-o", str(path))
+    assert r.returncode == 0, r.stderr
+    sched = json.loads(path.read_text())
+    assert {"launch_order", "streams", "waits"} <= set(sched)
+    assert len(set(sched["streams"].values())) == 2 and sched["waits"]
+    r = sp("verify", "seed-example2", str(path))
+    assert r.returncode == 0 and "valid" in r.stdout
+    # delete a needed wait: verify must fail (exit 1) and name the unordered pair
+    removed = sched["waits"].pop()
+    path.write_text(json.dumps(sched))
+    r = sp("verify", "seed-example2", str(path))
+    assert r.returncode == 1
+    assert f"{removed['after']} -> {removed['before']}" in r.stderr or (
+        removed["after"] in r.stderr and removed["before"] in r.stderr)
+    r = sp("verify", "seed-example2", str(path), "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["valid"] is False
+
+
+def test_verify_malformed_schedule(tmp_path):
+    p = tmp_path / "s.json"
+    p.write_text('{"launch_order": ["a"]}')
+    _assert_user_error(sp("verify", "seed-example2", str(p)), "malformed schedule")
+
+
+def test_unknown_policy_and_device():
+    _assert_user_error(sp("schedule", "seed-example2", "--policy", "fastest"), "fastest")
+    _assert_user_error(sp("simulate", "seed-example2", "--device", "tpu9"), "tpu9")
+
+
+def test_simulate_with_trace(tmp_path):
+    trace = tmp_path / "t.json"
+    r = sp("simulate", "seed-example2", "--policy", "asap", "--device", "v100", "--trace", str(trace), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["streams"] == 2 and d["makespan_ms"] > 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(1 for e in events if e.get("ph") == "X") == 6
+
+
+def test_compare_json_rows_and_seed_answer():
+    r = sp("compare", "seed-example2", "--policies", "sequential,asap", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {row["policy"]: row for row in json.loads(r.stdout)["rows"]}
+    for row in rows.values():
+        for key in ("policy", "streams", "events", "makespan_ms"):
+            assert key in row
+        mem = row["memory"]
+        for key in ("host_order_peak_bytes", "worst_case_peak_bytes", "simulated_peak_bytes", "torch_cuda",
+                    "arena_bytes", "arena_lower_bound_bytes"):
+            assert key in mem
+        assert {"allocated_peak_bytes", "reserved_peak_bytes"} <= set(mem["torch_cuda"])
+    seq, asap = rows["sequential"]["memory"], rows["asap"]["memory"]
+    assert seq["host_order_peak_bytes"] == seq["worst_case_peak_bytes"]["upper"] == 3 * MiB
+    assert seq["arena_bytes"] == 3 * MiB
+    assert asap["host_order_peak_bytes"] == 3 * MiB
+    assert asap["worst_case_peak_bytes"] == {"lower": 4 * MiB, "upper": 4 * MiB, "exact": True}
+    assert asap["arena_bytes"] == asap["arena_lower_bound_bytes"] == 5 * MiB
+    assert 3 * MiB <= asap["simulated_peak_bytes"] <= 4 * MiB
+
+
+def test_memory_and_explain_text():
+    r = sp("memory", "seed-example2", "--policy", "asap")
+    assert r.returncode == 0, r.stderr
+    assert "host-order" in r.stdout and "torch-cuda" in r.stdout and "<- peak" in r.stdout
+    r = sp("explain", "seed-example2", "--policy", "asap", "--vs", "sequential")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "five tensors" in text and "pairwise" in text and "at most four" in text
+    assert "kernel-bound" in text or "launch-bound" in text
+
+
+def test_explain_warns_when_nothing_can_overlap():
+    r = sp("explain", "random:1", "--policy", "asap", "--vs", "asap")
+    assert r.returncode == 0, r.stderr
+    assert "warning" in r.stdout.lower() or "cannot" in r.stdout.lower()
+
+
+def test_plot_writes_png(tmp_path):
+    out = tmp_path / "m.png"
+    r = sp("plot", "seed-example2", "--policies", "sequential,asap", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _assert_user_error(sp("plot", "seed-example2", "-o", str(out)), "already exists")
+
+
+def test_run_cpu_chaos_json():
+    r = sp("run", "seed-example2", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["matches_eager"] is True and d["max_abs_error"] == 0
+    for key in ("matches_eager", "max_abs_error", "measured_ms", "measured_peak_bytes", "predicted_peak_bytes"):
+        assert key in d
+    assert 3 * MiB <= d["measured_peak_bytes"] <= 4 * MiB
+
+
+@pytest.mark.slow
+def test_run_inception_asap_chaos():
+    r = sp("run", "inception_v3", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["matches_eager"] is True
