@@ -14,8 +14,14 @@ from streamplan.ir.graph import Graph, Node, Value
 UNIT = 1 << 20  # 1 MiB
 
 
-def dag(edges: dict[int, list[int]], n: int, *, sizes: list[int] | None = None, name: str = "dag",
-        shape: tuple[int, ...] = (256, 1024)) -> Graph:
+def dag(
+    edges: dict[int, list[int]],
+    n: int,
+    *,
+    sizes: list[int] | None = None,
+    name: str = "dag",
+    shape: tuple[int, ...] = (256, 1024),
+) -> Graph:
     """Graph with nodes n0..n{n-1}; node i reads the outputs of ``edges[i]`` (all < i).
 
     Node i writes value vi of ``sizes[i]`` bytes (default 1 MiB). Nodes with no inputs
@@ -29,9 +35,25 @@ def dag(edges: dict[int, list[int]], n: int, *, sizes: list[int] | None = None, 
         used.update(ins)
         nb = sizes[i] if sizes else UNIT
         values[f"v{i}"] = Value(f"v{i}", shape, "float32", nb, "activation")
-        op = "aten.atan.default" if len(ins) == 1 else "aten.add.Tensor" if len(ins) == 2 else "aten.addcmul.default"
-        nodes.append(Node(f"n{i}", op, tuple(ins), (f"v{i}",), {"args": [tensor_ref(x) for x in ins], "kwargs": {}},
-                          flops=1000 * (i % 7 + 1), bytes_read=UNIT * len(ins), bytes_written=nb))
+        op = (
+            "aten.atan.default"
+            if len(ins) == 1
+            else "aten.add.Tensor"
+            if len(ins) == 2
+            else "aten.addcmul.default"
+        )
+        nodes.append(
+            Node(
+                f"n{i}",
+                op,
+                tuple(ins),
+                (f"v{i}",),
+                {"args": [tensor_ref(x) for x in ins], "kwargs": {}},
+                flops=1000 * (i % 7 + 1),
+                bytes_read=UNIT * len(ins),
+                bytes_written=nb,
+            )
+        )
     outputs = tuple(f"v{i}" for i in range(n) if f"v{i}" not in used)
     return Graph(name, tuple(nodes), values, ("x",), (), outputs)
 
@@ -45,8 +67,9 @@ def diamond() -> Graph:
 
 
 @st.composite
-def random_dags(draw, min_nodes: int = 1, max_nodes: int = 9, max_fan_in: int = 3,
-                vary_sizes: bool = False) -> Graph:
+def random_dags(
+    draw, min_nodes: int = 1, max_nodes: int = 9, max_fan_in: int = 3, vary_sizes: bool = False
+) -> Graph:
     """A random DAG with up to ``max_nodes`` ops and fan-in <= ``max_fan_in`` (3 for addcmul)."""
     n = draw(st.integers(min_nodes, max_nodes))
     edges: dict[int, list[int]] = {}

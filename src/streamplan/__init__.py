@@ -29,4 +29,14 @@ def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = N
     return _backend(policy=policy, max_streams=max_streams, device=device)
 
 
-__all__ = ["backend", "Graph", "Node", "Value", "verify", "load_model", "capture", "StreamplanError", "__version__"]
+__all__ = [
+    "backend",
+    "Graph",
+    "Node",
+    "Value",
+    "verify",
+    "load_model",
+    "capture",
+    "StreamplanError",
+    "__version__",
+]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -17,8 +17,12 @@ from rich.table import Table
 from streamplan.errors import StreamplanError
 from streamplan.report.units import fmt_bytes, fmt_ms
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Multi-stream schedules for PyTorch graphs: latency and peak memory before you run.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Multi-stream schedules for PyTorch graphs: latency and peak memory before you run.",
+)
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 110)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -64,8 +68,12 @@ def zoo(as_json: bool = JsonOpt) -> None:
     from streamplan.zoo.registry import RANDOM_HELP, ZOO
 
     if as_json:
-        _emit_json([{"name": m.name, "summary": m.summary, "kind": m.kind, "requires": m.requires}
-                    for m in ZOO.values()])
+        _emit_json(
+            [
+                {"name": m.name, "summary": m.summary, "kind": m.kind, "requires": m.requires}
+                for m in ZOO.values()
+            ]
+        )
         return
     t = Table(title="streamplan zoo", show_edge=False)
     t.add_column("model")
@@ -77,9 +85,13 @@ def zoo(as_json: bool = JsonOpt) -> None:
 
 
 @app.command()
-def show(model: str = ModelArg, batch: Optional[int] = BatchOpt, dtype: Optional[str] = DtypeOpt,
-         graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
-         as_json: bool = JsonOpt) -> None:
+def show(
+    model: str = ModelArg,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Summarise a model's graph: ops, bytes, critical path, maximum parallelism."""
     from streamplan.ir.analysis import critical_path_ops, max_parallelism
 
@@ -124,9 +136,13 @@ def show(model: str = ModelArg, batch: Optional[int] = BatchOpt, dtype: Optional
 
 
 @app.command()
-def export(model: str = ModelArg, output: str = typer.Option(..., "-o", "--output", help="graph JSON to write"),
-           batch: Optional[int] = BatchOpt, dtype: Optional[str] = DtypeOpt,
-           force: bool = typer.Option(False, "--force", help="overwrite an existing output file")) -> None:
+def export(
+    model: str = ModelArg,
+    output: str = typer.Option(..., "-o", "--output", help="graph JSON to write"),
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    force: bool = typer.Option(False, "--force", help="overwrite an existing output file"),
+) -> None:
     """Save a model's graph as JSON (loadable everywhere a model is named)."""
     from streamplan.ir.serialize import dumps
     from streamplan.report.files import write_output
@@ -138,11 +154,17 @@ def export(model: str = ModelArg, output: str = typer.Option(..., "-o", "--outpu
 
 # --------------------------------------------------------------------------- issue 3
 @app.command()
-def schedule(model: str = ModelArg, policy: str = typer.Option("asap", "--policy", "-p"),
-             max_streams: int = StreamsOpt, batch: Optional[int] = BatchOpt, dtype: Optional[str] = DtypeOpt,
-             device: str = DeviceOpt,
-             output: Optional[str] = typer.Option(None, "-o", "--output", help="schedule JSON to write"),
-             force: bool = typer.Option(False, "--force"), as_json: bool = JsonOpt) -> None:
+def schedule(
+    model: str = ModelArg,
+    policy: str = typer.Option("asap", "--policy", "-p"),
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    device: str = DeviceOpt,
+    output: str | None = typer.Option(None, "-o", "--output", help="schedule JSON to write"),
+    force: bool = typer.Option(False, "--force"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Schedule a model with a policy; print it or save it as JSON."""
     from streamplan.report.files import write_output
     from streamplan.schedule.registry import make_schedule
@@ -155,8 +177,9 @@ def schedule(model: str = ModelArg, policy: str = typer.Option("asap", "--policy
     if output:
         write_output(output, s.dumps(), force=force, protected=(model,))
         if not as_json:
-            err.print(f"wrote {output}: {len(s.launch_order)} ops on {s.num_streams} streams, "
-                      f"{s.num_events} events")
+            err.print(
+                f"wrote {output}: {len(s.launch_order)} ops on {s.num_streams} streams, {s.num_events} events"
+            )
     if as_json:
         _emit_json(s.to_dict())
     elif not output:
@@ -164,8 +187,13 @@ def schedule(model: str = ModelArg, policy: str = typer.Option("asap", "--policy
 
 
 @app.command("verify")
-def verify_cmd(model: str = ModelArg, schedule_file: str = typer.Argument(..., help="schedule JSON"),
-               batch: Optional[int] = BatchOpt, dtype: Optional[str] = DtypeOpt, as_json: bool = JsonOpt) -> None:
+def verify_cmd(
+    model: str = ModelArg,
+    schedule_file: str = typer.Argument(..., help="schedule JSON"),
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
     from streamplan.schedule.schedule import StreamSchedule
     from streamplan.schedule.verify import check_schedule
@@ -187,12 +215,18 @@ def verify_cmd(model: str = ModelArg, schedule_file: str = typer.Argument(..., h
 
 
 @app.command()
-def simulate(model: str = ModelArg, policy: str = typer.Option("asap", "--policy", "-p"),
-             device: str = DeviceOpt, max_streams: int = StreamsOpt, batch: Optional[int] = BatchOpt,
-             dtype: Optional[str] = DtypeOpt,
-             schedule_file: Optional[str] = typer.Option(None, "--schedule", help="use a saved schedule"),
-             trace: Optional[str] = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace JSON"),
-             force: bool = typer.Option(False, "--force"), as_json: bool = JsonOpt) -> None:
+def simulate(
+    model: str = ModelArg,
+    policy: str = typer.Option("asap", "--policy", "-p"),
+    device: str = DeviceOpt,
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    schedule_file: str | None = typer.Option(None, "--schedule", help="use a saved schedule"),
+    trace: str | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace JSON"),
+    force: bool = typer.Option(False, "--force"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
     from streamplan.cost.simulate import simulate as run_sim
     from streamplan.report.files import write_output
@@ -213,41 +247,79 @@ def simulate(model: str = ModelArg, policy: str = typer.Option("asap", "--policy
         from streamplan.memory.simulated import simulated_memory
 
         live = simulated_memory(g, s, tl).samples
-        write_output(trace, dumps_trace(tl, name=f"{g.name} {s.policy}", live_bytes=live), force=force,
-                     protected=(model,))
-    result = {"model": g.name, "policy": s.policy, "device": device, "streams": s.num_streams,
-              "events": s.num_events, "makespan_ms": tl.makespan_ms,
-              "stream_busy_ms": {str(k): v for k, v in sorted(tl.stream_busy_ms.items())}}
+        write_output(
+            trace,
+            dumps_trace(tl, name=f"{g.name} {s.policy}", live_bytes=live),
+            force=force,
+            protected=(model,),
+        )
+    result = {
+        "model": g.name,
+        "policy": s.policy,
+        "device": device,
+        "streams": s.num_streams,
+        "events": s.num_events,
+        "makespan_ms": tl.makespan_ms,
+        "stream_busy_ms": {str(k): v for k, v in sorted(tl.stream_busy_ms.items())},
+    }
     if as_json:
         _emit_json(result)
         return
-    out.print(f"{g.name} / {s.policy} on {device}: makespan {fmt_ms(tl.makespan_ms)}, "
-              f"{s.num_streams} streams, {s.num_events} events")
+    out.print(
+        f"{g.name} / {s.policy} on {device}: makespan {fmt_ms(tl.makespan_ms)}, "
+        f"{s.num_streams} streams, {s.num_events} events"
+    )
     for k, v in sorted(tl.stream_busy_ms.items()):
-        out.print(f"  stream {k}: busy {fmt_ms(v)} ({100 * v / tl.makespan_ms if tl.makespan_ms else 0:.0f}%)")
+        out.print(
+            f"  stream {k}: busy {fmt_ms(v)} ({100 * v / tl.makespan_ms if tl.makespan_ms else 0:.0f}%)"
+        )
     if trace:
         err.print(f"wrote {trace} (open in ui.perfetto.dev)")
 
 
 @app.command()
-def compare(model: str = ModelArg,
-            policies: Optional[list[str]] = typer.Option(None, "--policies", help=f"comma-separated; default {DEFAULT_POLICIES}"),
-            device: str = DeviceOpt, max_streams: int = StreamsOpt, batch: Optional[int] = BatchOpt,
-            dtype: Optional[str] = DtypeOpt,
-            memory: bool = typer.Option(True, "--memory/--no-memory", help="also analyse memory"),
-            include_inputs: bool = typer.Option(False, "--include-inputs", help="count graph inputs in memory figures"),
-            include_params: bool = typer.Option(False, "--include-params", help="count params/buffers in memory figures"),
-            as_json: bool = JsonOpt) -> None:
+def compare(
+    model: str = ModelArg,
+    policies: list[str] | None = typer.Option(
+        None, "--policies", help=f"comma-separated; default {DEFAULT_POLICIES}"
+    ),
+    device: str = DeviceOpt,
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="also analyse memory"),
+    include_inputs: bool = typer.Option(
+        False, "--include-inputs", help="count graph inputs in memory figures"
+    ),
+    include_params: bool = typer.Option(
+        False, "--include-params", help="count params/buffers in memory figures"
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
     """Compare policies side by side: streams, events, simulated latency, speedup, memory."""
     from streamplan.report.compare import compare_policies
 
     g = _load(model, batch, dtype)
-    rows = compare_policies(g, _policies(policies), device=device, max_streams=max_streams, memory=memory,
-                            include_inputs=include_inputs, include_params=include_params, progress=not as_json)
+    rows = compare_policies(
+        g,
+        _policies(policies),
+        device=device,
+        max_streams=max_streams,
+        memory=memory,
+        include_inputs=include_inputs,
+        include_params=include_params,
+        progress=not as_json,
+    )
     if as_json:
-        _emit_json({"model": g.name, "device": device, "batch": batch or 1,
-                    "memory_includes": _includes(include_inputs, include_params),
-                    "rows": [r.to_dict() for r in rows]})
+        _emit_json(
+            {
+                "model": g.name,
+                "device": device,
+                "batch": batch or 1,
+                "memory_includes": _includes(include_inputs, include_params),
+                "rows": [r.to_dict() for r in rows],
+            }
+        )
         return
     _print_compare(g, rows, device, memory, include_inputs, include_params)
 
@@ -267,62 +339,119 @@ def _print_compare(g, rows, device: str, memory: bool, include_inputs: bool, inc
 
 # --------------------------------------------------------------------------- issue 4
 @app.command("memory")
-def memory_cmd(model: str = ModelArg, policy: str = typer.Option("asap", "--policy", "-p"),
-               device: str = DeviceOpt, max_streams: int = StreamsOpt, batch: Optional[int] = BatchOpt,
-               dtype: Optional[str] = DtypeOpt,
-               include_inputs: bool = typer.Option(False, "--include-inputs"),
-               include_params: bool = typer.Option(False, "--include-params"),
-               device_memory: Optional[float] = typer.Option(None, "--device-memory-gib",
-                                                             help="check the torch-cuda replay against this capacity"),
-               as_json: bool = JsonOpt) -> None:
+def memory_cmd(
+    model: str = ModelArg,
+    policy: str = typer.Option("asap", "--policy", "-p"),
+    device: str = DeviceOpt,
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    include_inputs: bool = typer.Option(False, "--include-inputs"),
+    include_params: bool = typer.Option(False, "--include-params"),
+    device_memory: float | None = typer.Option(
+        None, "--device-memory-gib", help="check the torch-cuda replay against this capacity"
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
     """Every memory figure for one schedule, and the host-order trace."""
     from streamplan.report.memory_view import memory_command
 
-    memory_command(out, _emit_json, _load(model, batch, dtype), policy=policy, device=device,
-                   max_streams=max_streams, include_inputs=include_inputs, include_params=include_params,
-                   device_memory_bytes=int(device_memory * (1 << 30)) if device_memory else None,
-                   as_json=as_json)
+    memory_command(
+        out,
+        _emit_json,
+        _load(model, batch, dtype),
+        policy=policy,
+        device=device,
+        max_streams=max_streams,
+        include_inputs=include_inputs,
+        include_params=include_params,
+        device_memory_bytes=int(device_memory * (1 << 30)) if device_memory else None,
+        as_json=as_json,
+    )
 
 
 @app.command()
-def explain(model: str = ModelArg, policy: str = typer.Option("asap", "--policy", "-p"),
-            vs: Optional[str] = typer.Option("sequential", "--vs", help="compare with this policy"),
-            device: str = DeviceOpt, max_streams: int = StreamsOpt, batch: Optional[int] = BatchOpt,
-            dtype: Optional[str] = DtypeOpt, as_json: bool = JsonOpt) -> None:
+def explain(
+    model: str = ModelArg,
+    policy: str = typer.Option("asap", "--policy", "-p"),
+    vs: str | None = typer.Option("sequential", "--vs", help="compare with this policy"),
+    device: str = DeviceOpt,
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Which tensors set the peak, and which concurrency made more of them coexist."""
     from streamplan.report.memory_view import explain_command
 
-    explain_command(out, _emit_json, _load(model, batch, dtype), policy=policy, vs=vs, device=device,
-                    max_streams=max_streams, as_json=as_json)
+    explain_command(
+        out,
+        _emit_json,
+        _load(model, batch, dtype),
+        policy=policy,
+        vs=vs,
+        device=device,
+        max_streams=max_streams,
+        as_json=as_json,
+    )
 
 
 @app.command()
-def plot(model: str = ModelArg,
-         policies: Optional[list[str]] = typer.Option(None, "--policies", help="comma-separated"),
-         output: str = typer.Option(..., "-o", "--output", help="PNG to write"),
-         device: str = DeviceOpt, max_streams: int = StreamsOpt, batch: Optional[int] = BatchOpt,
-         dtype: Optional[str] = DtypeOpt, force: bool = typer.Option(False, "--force")) -> None:
+def plot(
+    model: str = ModelArg,
+    policies: list[str] | None = typer.Option(None, "--policies", help="comma-separated"),
+    output: str = typer.Option(..., "-o", "--output", help="PNG to write"),
+    device: str = DeviceOpt,
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    force: bool = typer.Option(False, "--force"),
+) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
     from streamplan.report.plot import plot_policies
 
     g = _load(model, batch, dtype)
-    plot_policies(g, _policies(policies or ["sequential,asap"]), output, device=device,
-                  max_streams=max_streams, force=force, protected=(model,))
+    plot_policies(
+        g,
+        _policies(policies or ["sequential,asap"]),
+        output,
+        device=device,
+        max_streams=max_streams,
+        force=force,
+        protected=(model,),
+    )
     err.print(f"wrote {output}")
 
 
 # --------------------------------------------------------------------------- issue 5
 @app.command()
-def run(model: str = ModelArg, policy: str = typer.Option("asap", "--policy", "-p"),
-        device: str = typer.Option("cpu", "--device", help="cpu or cuda"), max_streams: int = StreamsOpt,
-        batch: Optional[int] = BatchOpt, chaos: bool = typer.Option(False, "--chaos", help="random delays before ops"),
-        repeat: int = typer.Option(5, "--repeat", min=1), seed: int = typer.Option(0, "--seed"),
-        as_json: bool = JsonOpt) -> None:
+def run(
+    model: str = ModelArg,
+    policy: str = typer.Option("asap", "--policy", "-p"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda"),
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    chaos: bool = typer.Option(False, "--chaos", help="random delays before ops"),
+    repeat: int = typer.Option(5, "--repeat", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = JsonOpt,
+) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
     from streamplan.report.run_view import run_command
 
-    run_command(out, _emit_json, model, policy=policy, device=device, max_streams=max_streams, batch=batch,
-                chaos=chaos, repeat=repeat, seed=seed, as_json=as_json)
+    run_command(
+        out,
+        _emit_json,
+        model,
+        policy=policy,
+        device=device,
+        max_streams=max_streams,
+        batch=batch,
+        chaos=chaos,
+        repeat=repeat,
+        seed=seed,
+        as_json=as_json,
+    )
 
 
 @app.command()
@@ -378,8 +507,11 @@ def main() -> None:
     except Exception as e:  # a bug in streamplan, not the user's fault
         if os.environ.get("STREAMPLAN_DEBUG"):
             raise
-        err.print(f"internal error: {type(e).__name__}: {e}\n  (set STREAMPLAN_DEBUG=1 for the traceback; "
-                  "please report it)", markup=False)
+        err.print(
+            f"internal error: {type(e).__name__}: {e}\n  (set STREAMPLAN_DEBUG=1 for the traceback; "
+            "please report it)",
+            markup=False,
+        )
         sys.exit(1)
 
 

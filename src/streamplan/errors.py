@@ -11,8 +11,9 @@ from __future__ import annotations
 class StreamplanError(Exception):
     """Base class. ``where`` names the node, file or model; ``hint`` says what to do."""
 
-    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None,
-                 details: str | None = None):
+    def __init__(
+        self, message: str, *, where: str | None = None, hint: str | None = None, details: str | None = None
+    ):
         self.message = message
         self.where = where
         self.hint = hint

@@ -53,6 +53,12 @@ def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None)
 
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
+    module, inputs = load_python_module(spec, batch=batch)
+    return _capture(module, inputs, name=Path(spec.rpartition(":")[0]).stem, dtype=dtype)
+
+
+def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any]:
+    """Import ``path/to/file.py`` and call ``function()`` -> ``(module, example_inputs)``."""
     path_text, _, func_name = spec.rpartition(":")
     path = Path(path_text)
     if not path.is_file():
@@ -68,19 +74,23 @@ def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Gra
         raise ModelSpecError(f"importing {path_text} raised {type(e).__name__}: {e}", where=spec) from None
     fn = getattr(user_mod, func_name, None)
     if not callable(fn):
-        raise ModelSpecError(f"{path_text} has no function {func_name!r}", where=spec,
-                             hint="the function must return (module, example_inputs)")
+        raise ModelSpecError(
+            f"{path_text} has no function {func_name!r}",
+            where=spec,
+            hint="the function must return (module, example_inputs)",
+        )
     try:
         result = fn()
     except Exception as e:
         raise ModelSpecError(f"{func_name}() raised {type(e).__name__}: {e}", where=spec) from None
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise ModelSpecError(f"{func_name}() must return (module, example_inputs), got {type(result).__name__}",
-                             where=spec)
+        raise ModelSpecError(
+            f"{func_name}() must return (module, example_inputs), got {type(result).__name__}", where=spec
+        )
     module, inputs = result
     if batch is not None:
         inputs = _rebatch(inputs, batch)
-    return _capture(module, inputs, name=path.stem, dtype=dtype)
+    return module, inputs
 
 
 def _rebatch(inputs: Any, batch: int) -> Any:
@@ -107,8 +117,10 @@ def _capture(module: Any, inputs: Any, *, name: str, dtype: str | None) -> Graph
     if dtype is not None and dtype != "float32":
         tdt = getattr(torch, dtype)
         module = module.to(tdt)
-        inputs = tuple(x.to(tdt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                       for x in (inputs if isinstance(inputs, (tuple, list)) else (inputs,)))
+        inputs = tuple(
+            x.to(tdt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in (inputs if isinstance(inputs, (tuple, list)) else (inputs,))
+        )
     try:
         return capture(module, inputs, name=name)
     except (ModelSpecError, CaptureError):

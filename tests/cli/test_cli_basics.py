@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,9 @@ from streamplan.models import load_model
 
 def sp(*args, cwd=None):
     """Run the CLI in a subprocess (so exit codes and stderr are real)."""
-    return subprocess.run([sys.executable, "-m", "streamplan.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "streamplan.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
 
 
 def test_show_seed_example2_json():
@@ -22,15 +22,24 @@ def test_show_seed_example2_json():
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["ops"] == 6 and info["max_parallelism"] == 2
-    for key in ("ops", "param_count", "param_bytes", "activation_bytes", "max_parallelism", "critical_path_ops"):
+    for key in (
+        "ops",
+        "param_count",
+        "param_bytes",
+        "activation_bytes",
+        "max_parallelism",
+        "critical_path_ops",
+    ):
         assert key in info
     assert info["activation_bytes"] == 6 << 20
 
 
 def test_show_random_does_not_import_torch():
-    code = ("import sys; from streamplan.cli import main; sys.argv=['streamplan','show','random:20000','--json'];\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+    code = (
+        "import sys; from streamplan.cli import main; sys.argv=['streamplan','show','random:20000','--json'];\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["ops"] == 20000
@@ -39,8 +48,17 @@ def test_show_random_does_not_import_torch():
 def test_zoo_lists_models():
     r = sp("zoo", "--json")
     names = [m["name"] for m in json.loads(r.stdout)]
-    assert {"seed-example1", "seed-example2", "inception_v3", "squeezenet", "randwire", "nasnet_a",
-            "resnet50", "bert_base", "gpt2"} <= set(names)
+    assert {
+        "seed-example1",
+        "seed-example2",
+        "inception_v3",
+        "squeezenet",
+        "randwire",
+        "nasnet_a",
+        "resnet50",
+        "bert_base",
+        "gpt2",
+    } <= set(names)
 
 
 def _assert_user_error(r, *fragments):

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from test_cli_basics import _assert_user_error, sp
 
 MiB = 1 << 20
@@ -24,7 +23,8 @@ def test_schedule_save_verify_and_tamper(tmp_path):
     r = sp("verify", "seed-example2", str(path))
     assert r.returncode == 1
     assert f"{removed['after']} -> {removed['before']}" in r.stderr or (
-        removed["after"] in r.stderr and removed["before"] in r.stderr)
+        removed["after"] in r.stderr and removed["before"] in r.stderr
+    )
     r = sp("verify", "seed-example2", str(path), "--json")
     assert r.returncode == 1 and json.loads(r.stdout)["valid"] is False
 
@@ -42,7 +42,9 @@ def test_unknown_policy_and_device():
 
 def test_simulate_with_trace(tmp_path):
     trace = tmp_path / "t.json"
-    r = sp("simulate", "seed-example2", "--policy", "asap", "--device", "v100", "--trace", str(trace), "--json")
+    r = sp(
+        "simulate", "seed-example2", "--policy", "asap", "--device", "v100", "--trace", str(trace), "--json"
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["streams"] == 2 and d["makespan_ms"] > 0
@@ -58,8 +60,14 @@ def test_compare_json_rows_and_seed_answer():
         for key in ("policy", "streams", "events", "makespan_ms"):
             assert key in row
         mem = row["memory"]
-        for key in ("host_order_peak_bytes", "worst_case_peak_bytes", "simulated_peak_bytes", "torch_cuda",
-                    "arena_bytes", "arena_lower_bound_bytes"):
+        for key in (
+            "host_order_peak_bytes",
+            "worst_case_peak_bytes",
+            "simulated_peak_bytes",
+            "torch_cuda",
+            "arena_bytes",
+            "arena_lower_bound_bytes",
+        ):
             assert key in mem
         assert {"allocated_peak_bytes", "reserved_peak_bytes"} <= set(mem["torch_cuda"])
     seq, asap = rows["sequential"]["memory"], rows["asap"]["memory"]
@@ -97,11 +105,19 @@ def test_plot_writes_png(tmp_path):
 
 
 def test_run_cpu_chaos_json():
-    r = sp("run", "seed-example2", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "2", "--json")
+    r = sp(
+        "run", "seed-example2", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "2", "--json"
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["matches_eager"] is True and d["max_abs_error"] == 0
-    for key in ("matches_eager", "max_abs_error", "measured_ms", "measured_peak_bytes", "predicted_peak_bytes"):
+    for key in (
+        "matches_eager",
+        "max_abs_error",
+        "measured_ms",
+        "measured_peak_bytes",
+        "predicted_peak_bytes",
+    ):
         assert key in d
     assert 3 * MiB <= d["measured_peak_bytes"] <= 4 * MiB
 

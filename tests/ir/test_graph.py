@@ -155,7 +155,10 @@ def test_max_parallelism_matches_brute_force_on_small_dags():
     best = 0
     for k in range(1, n + 1):
         for combo in itertools.combinations(range(n), k):
-            if all(not (reach[a] >> b) & 1 and not (reach[b] >> a) & 1 for a, b in itertools.combinations(combo, 2)):
+            if all(
+                not (reach[a] >> b) & 1 and not (reach[b] >> a) & 1
+                for a, b in itertools.combinations(combo, 2)
+            ):
                 best = k
     assert max_parallelism(g).width == best
 

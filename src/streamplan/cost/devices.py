@@ -46,6 +46,7 @@ class DeviceProfile:
     gemm_blocks_per_sm: int = 1  # resident GEMM/conv tiles per SM
     vector_blocks_per_sm: int = 8  # resident elementwise blocks per SM
     conv_tf32: bool = False  # fp32 convs use TF32 tensor cores (cudnn.allow_tf32 default)
+    max_op_fraction: float = 1.0  # most of the device one op can use (CPU runtime: one core per op)
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""

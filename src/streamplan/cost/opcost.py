@@ -150,14 +150,14 @@ class AnalyticCostModel(CostModel):
         blocks, slots = self._blocks(graph, node, gemm)
         # Libraries pick tile sizes that balance big problems over the SMs, so only a
         # launch with fewer blocks than slots loses peak (an op that fills 10% gets 10%).
-        utilisation = min(1.0, blocks / slots)
+        utilisation = min(d.max_op_fraction, blocks / slots)
         return d.kernel_fixed_ms + 1e3 * max(compute_s, memory_s) / utilisation
 
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
             return 0.0
         blocks, slots = self._blocks(graph, node, op_base_name(node.op) in GEMM_OPS)
-        return min(1.0, blocks / slots)
+        return min(self.device.max_op_fraction, blocks / slots)
 
     def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
         return 0.0 if is_view_op(graph, node) else self.device.launch_overhead_ms

@@ -14,7 +14,8 @@ Only this module and the runtime know the tags; everything else sees JSON.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 TAGS = ("$v", "$dtype", "$device", "$layout", "$memory_format")
 

@@ -12,7 +12,8 @@ executed by the runtime::
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from streamplan.errors import GraphError
 from streamplan.frontends.argcodec import tensor_ref
@@ -64,8 +65,9 @@ class GraphBuilder:
     def add(self, x: str, y: str, *, name: str | None = None) -> str:
         sx, sy = self.shape(x), self.shape(y)
         shape = _broadcast(sx, sy, self.name)
-        return self._op("aten.add.Tensor", [x, y], shape, [tensor_ref(x), tensor_ref(y)],
-                        flops=_numel(shape), name=name)
+        return self._op(
+            "aten.add.Tensor", [x, y], shape, [tensor_ref(x), tensor_ref(y)], flops=_numel(shape), name=name
+        )
 
     def concat(self, xs: Sequence[str], dim: int = 1, *, name: str | None = None) -> str:
         shapes = [self.shape(x) for x in xs]
@@ -75,25 +77,43 @@ class GraphBuilder:
             if len(s) != len(base) or any(a != b for i, (a, b) in enumerate(zip(s, base)) if i != d):
                 raise GraphError(f"concat of mismatched shapes {shapes} on dim {dim}", where=self.name)
         base[d] = sum(s[d] for s in shapes)
-        return self._op("aten.cat.default", list(xs), tuple(base), [[tensor_ref(x) for x in xs], dim],
-                        flops=0, name=name)
+        return self._op(
+            "aten.cat.default", list(xs), tuple(base), [[tensor_ref(x) for x in xs], dim], flops=0, name=name
+        )
 
     def matmul(self, x: str, w: str, *, name: str | None = None) -> str:
         sx, sw = self.shape(x), self.shape(w)
         if len(sx) != 2 or len(sw) != 2 or sx[1] != sw[0]:
             raise GraphError(f"matmul of shapes {sx} and {sw}", where=self.name, hint="need (M,K) @ (K,N)")
         shape = (sx[0], sw[1])
-        return self._op("aten.mm.default", [x, w], shape, [tensor_ref(x), tensor_ref(w)],
-                        flops=2 * sx[0] * sx[1] * sw[1], name=name)
+        return self._op(
+            "aten.mm.default",
+            [x, w],
+            shape,
+            [tensor_ref(x), tensor_ref(w)],
+            flops=2 * sx[0] * sx[1] * sw[1],
+            name=name,
+        )
 
-    def conv2d(self, x: str, out_channels: int, kernel: int | tuple[int, int], *, stride: int = 1,
-               padding: int = 0, groups: int = 1, bias: bool = False, name: str | None = None) -> str:
+    def conv2d(
+        self,
+        x: str,
+        out_channels: int,
+        kernel: int | tuple[int, int],
+        *,
+        stride: int = 1,
+        padding: int = 0,
+        groups: int = 1,
+        bias: bool = False,
+        name: str | None = None,
+    ) -> str:
         """A conv2d whose weight (and bias) become new params named after the node."""
         n, c, h, w = self.shape(x)
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
         if c % groups or out_channels % groups:
-            raise GraphError(f"conv2d groups={groups} does not divide channels {c}->{out_channels}",
-                             where=self.name)
+            raise GraphError(
+                f"conv2d groups={groups} does not divide channels {c}->{out_channels}", where=self.name
+            )
         node_name = name or self._fresh("conv")
         wt = self.param(f"{node_name}.weight", (out_channels, c // groups, kh, kw))
         inputs = [x, wt]
@@ -105,14 +125,32 @@ class GraphBuilder:
         wo = (w + 2 * padding - kw) // stride + 1
         if ho <= 0 or wo <= 0:
             raise GraphError(f"conv2d output would be empty for input {(n, c, h, w)}", where=self.name)
-        args = [tensor_ref(x), tensor_ref(wt), tensor_ref(b_ref) if b_ref else None,
-                [stride, stride], [padding, padding], [1, 1], False, [0, 0], groups]
+        args = [
+            tensor_ref(x),
+            tensor_ref(wt),
+            tensor_ref(b_ref) if b_ref else None,
+            [stride, stride],
+            [padding, padding],
+            [1, 1],
+            False,
+            [0, 0],
+            groups,
+        ]
         flops = 2 * n * out_channels * ho * wo * (c // groups) * kh * kw
-        return self._op("aten.convolution.default", inputs, (n, out_channels, ho, wo), args,
-                        flops=flops, name=node_name)
+        return self._op(
+            "aten.convolution.default", inputs, (n, out_channels, ho, wo), args, flops=flops, name=node_name
+        )
 
-    def pool2d(self, x: str, kind: str = "max", kernel: int = 2, *, stride: int | None = None,
-               padding: int = 0, name: str | None = None) -> str:
+    def pool2d(
+        self,
+        x: str,
+        kind: str = "max",
+        kernel: int = 2,
+        *,
+        stride: int | None = None,
+        padding: int = 0,
+        name: str | None = None,
+    ) -> str:
         n, c, h, w = self.shape(x)
         s = stride or kernel
         ho = (h + 2 * padding - kernel) // s + 1
@@ -132,8 +170,15 @@ class GraphBuilder:
         for o in outputs:
             if o not in self._values:
                 raise GraphError(f"output {o!r} is not a value of the graph", where=self.name)
-        g = Graph(self.name, tuple(self._nodes), dict(self._values), tuple(self._inputs),
-                  tuple(self._params), tuple(outputs), meta=dict(meta))
+        g = Graph(
+            self.name,
+            tuple(self._nodes),
+            dict(self._values),
+            tuple(self._inputs),
+            tuple(self._params),
+            tuple(outputs),
+            meta=dict(meta),
+        )
         return verify(g)
 
     # -- internals ---------------------------------------------------------
@@ -150,16 +195,27 @@ class GraphBuilder:
         self._values[vid] = v
         return v
 
-    def _op(self, op: str, inputs: list[str], shape: tuple[int, ...], args: list, *, flops: int,
-            name: str | None) -> str:
+    def _op(
+        self, op: str, inputs: list[str], shape: tuple[int, ...], args: list, *, flops: int, name: str | None
+    ) -> str:
         for i in inputs:
             if i not in self._values:
                 raise GraphError(f"{op} reads unknown value {i!r}", where=self.name)
         nid = name or self._fresh(op.split(".")[1])
         out = self._new_value(nid, shape, self._values[inputs[0]].dtype, "activation")
         read = sum(self._values[i].nbytes for i in dict.fromkeys(inputs))
-        self._nodes.append(Node(nid, op, tuple(dict.fromkeys(inputs)), (out.id,),
-                                {"args": args, "kwargs": {}}, flops, read, out.nbytes))
+        self._nodes.append(
+            Node(
+                nid,
+                op,
+                tuple(dict.fromkeys(inputs)),
+                (out.id,),
+                {"args": args, "kwargs": {}},
+                flops,
+                read,
+                out.nbytes,
+            )
+        )
         return out.id
 
 

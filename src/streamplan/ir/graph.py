@@ -15,8 +15,9 @@ waits for that write).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 ValueKind = Literal["input", "param", "buffer", "activation", "constant"]
 VALUE_KINDS: tuple[str, ...] = ("input", "param", "buffer", "activation", "constant")
@@ -91,7 +92,7 @@ class Graph:
     params: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
-    _index: "_Index" = field(init=False, repr=False, compare=False)
+    _index: _Index = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("nodes", "inputs", "params", "outputs"):
@@ -180,7 +181,7 @@ class Graph:
     def total_flops(self) -> int:
         return sum(n.flops for n in self.nodes)
 
-    def replace(self, **changes: Any) -> "Graph":
+    def replace(self, **changes: Any) -> Graph:
         """A new graph with some fields replaced (the index is rebuilt)."""
         return dataclasses.replace(self, **changes)
 
@@ -206,7 +207,7 @@ class _Index:
     storages: dict[str, Storage]
 
     @staticmethod
-    def build(g: Graph) -> "_Index":
+    def build(g: Graph) -> _Index:
         node_ids = tuple(n.id for n in g.nodes)
         position = {nid: i for i, nid in enumerate(node_ids)}
         producer: dict[str, str] = {}

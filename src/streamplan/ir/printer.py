@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from streamplan.ir.graph import Graph, Node, Value
 
-_SHORT_DTYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
-                "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "b1"}
+_SHORT_DTYPE = {
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float64": "f64",
+    "int64": "i64",
+    "int32": "i32",
+    "int8": "i8",
+    "uint8": "u8",
+    "bool": "b1",
+}
 
 
 def format_type(v: Value) -> str:
@@ -15,8 +24,9 @@ def format_type(v: Value) -> str:
 
 
 def format_node(graph: Graph, node: Node) -> str:
-    outs = ", ".join(f"%{o}:{format_type(graph.values[o])}" if o in graph.values else f"%{o}:?"
-                     for o in node.outputs)
+    outs = ", ".join(
+        f"%{o}:{format_type(graph.values[o])}" if o in graph.values else f"%{o}:?" for o in node.outputs
+    )
     ins = ", ".join(("!" if i in node.mutates else "") + f"%{i}" for i in node.inputs)
     return f"{outs} = {node.op}({ins})  # {node.id}"
 

@@ -23,15 +23,28 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "outputs": list(graph.outputs),
         "meta": graph.meta,
         "values": [
-            {"id": v.id, "shape": list(v.shape), "dtype": v.dtype, "nbytes": v.nbytes,
-             "kind": v.kind, **({"storage": v.storage} if v.is_alias else {})}
+            {
+                "id": v.id,
+                "shape": list(v.shape),
+                "dtype": v.dtype,
+                "nbytes": v.nbytes,
+                "kind": v.kind,
+                **({"storage": v.storage} if v.is_alias else {}),
+            }
             for v in graph.values.values()
         ],
         "nodes": [
-            {"id": n.id, "op": n.op, "inputs": list(n.inputs), "outputs": list(n.outputs),
-             "attrs": n.attrs, "flops": n.flops, "bytes_read": n.bytes_read,
-             "bytes_written": n.bytes_written,
-             **({"mutates": list(n.mutates)} if n.mutates else {})}
+            {
+                "id": n.id,
+                "op": n.op,
+                "inputs": list(n.inputs),
+                "outputs": list(n.outputs),
+                "attrs": n.attrs,
+                "flops": n.flops,
+                "bytes_read": n.bytes_read,
+                "bytes_written": n.bytes_written,
+                **({"mutates": list(n.mutates)} if n.mutates else {}),
+            }
             for n in graph.nodes
         ],
     }
@@ -41,7 +54,7 @@ def graph_from_dict(data: Any, *, source: str = "<dict>") -> Graph:
     """Build a graph from its JSON form; malformed input raises ``FileFormatError``."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise FileFormatError(
-            f"not a streamplan graph (expected \"schema\": \"{SCHEMA}\")",
+            f'not a streamplan graph (expected "schema": "{SCHEMA}")',
             where=source,
             hint="write graphs with `streamplan export MODEL -o graph.json`",
         )
@@ -54,26 +67,40 @@ def graph_from_dict(data: Any, *, source: str = "<dict>") -> Graph:
         values = {}
         for v in data["values"]:
             values[v["id"]] = Value(
-                id=str(v["id"]), shape=tuple(int(d) for d in v["shape"]), dtype=str(v["dtype"]),
-                nbytes=int(v["nbytes"]), kind=v.get("kind", "activation"), storage=v.get("storage", ""),
+                id=str(v["id"]),
+                shape=tuple(int(d) for d in v["shape"]),
+                dtype=str(v["dtype"]),
+                nbytes=int(v["nbytes"]),
+                kind=v.get("kind", "activation"),
+                storage=v.get("storage", ""),
             )
         nodes = tuple(
             Node(
-                id=str(n["id"]), op=str(n["op"]), inputs=tuple(n["inputs"]), outputs=tuple(n["outputs"]),
-                attrs=dict(n.get("attrs", {})), flops=int(n.get("flops", 0)),
-                bytes_read=int(n.get("bytes_read", 0)), bytes_written=int(n.get("bytes_written", 0)),
+                id=str(n["id"]),
+                op=str(n["op"]),
+                inputs=tuple(n["inputs"]),
+                outputs=tuple(n["outputs"]),
+                attrs=dict(n.get("attrs", {})),
+                flops=int(n.get("flops", 0)),
+                bytes_read=int(n.get("bytes_read", 0)),
+                bytes_written=int(n.get("bytes_written", 0)),
                 mutates=tuple(n.get("mutates", ())),
             )
             for n in data["nodes"]
         )
         return Graph(
-            name=str(data.get("name", "graph")), nodes=nodes, values=values,
-            inputs=tuple(data.get("inputs", ())), params=tuple(data.get("params", ())),
-            outputs=tuple(data.get("outputs", ())), meta=dict(data.get("meta", {})),
+            name=str(data.get("name", "graph")),
+            nodes=nodes,
+            values=values,
+            inputs=tuple(data.get("inputs", ())),
+            params=tuple(data.get("params", ())),
+            outputs=tuple(data.get("outputs", ())),
+            meta=dict(data.get("meta", {})),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise FileFormatError(
-            f"malformed graph JSON ({type(e).__name__}: {e})", where=source,
+            f"malformed graph JSON ({type(e).__name__}: {e})",
+            where=source,
             hint="the file must follow the streamplan.graph schema",
         ) from None
 

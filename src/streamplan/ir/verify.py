@@ -59,7 +59,9 @@ def verify(graph: Graph) -> Graph:
     for n in graph.nodes:
         for vid in n.inputs:
             if vid not in graph.values:
-                _fail(graph, n.id, f"node {n.id!r} reads {vid!r}, which is not a value", "check the input ids")
+                _fail(
+                    graph, n.id, f"node {n.id!r} reads {vid!r}, which is not a value", "check the input ids"
+                )
             if vid not in written:
                 producer = graph.producer(vid)
                 if producer is None:

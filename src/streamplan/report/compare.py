@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from streamplan.ir.graph import Graph
 
@@ -40,9 +41,17 @@ class PolicyRow:
         return d
 
 
-def compare_policies(graph: Graph, policies: Sequence[str], *, device: str = "v100", max_streams: int = 8,
-                     memory: bool = True, include_inputs: bool = False, include_params: bool = False,
-                     progress: bool = False) -> list[PolicyRow]:
+def compare_policies(
+    graph: Graph,
+    policies: Sequence[str],
+    *,
+    device: str = "v100",
+    max_streams: int = 8,
+    memory: bool = True,
+    include_inputs: bool = False,
+    include_params: bool = False,
+    progress: bool = False,
+) -> list[PolicyRow]:
     """Schedule, verify, simulate (and analyse memory) for each policy, sequential first.
 
     A policy that fails (for instance a search that cannot handle the graph) gives a row
@@ -65,18 +74,39 @@ def compare_policies(graph: Graph, policies: Sequence[str], *, device: str = "v1
             verify_schedule(graph, sched)
             timeline = simulate(graph, sched, device)
         except StreamplanError as e:
-            rows.append(PolicyRow(policy, 0, 0, 0, float("nan"), None, time.perf_counter() - t0,
-                                  error=str(e).splitlines()[0]))
+            rows.append(
+                PolicyRow(
+                    policy,
+                    0,
+                    0,
+                    0,
+                    float("nan"),
+                    None,
+                    time.perf_counter() - t0,
+                    error=str(e).splitlines()[0],
+                )
+            )
             continue
         mem = None
         if memory:
             from streamplan.memory.report import analyze_memory
 
-            mem = analyze_memory(graph, sched, timeline=timeline, include_inputs=include_inputs,
-                                 include_params=include_params).to_dict()
+            mem = analyze_memory(
+                graph, sched, timeline=timeline, include_inputs=include_inputs, include_params=include_params
+            ).to_dict()
         if policy == "sequential":
             baseline_ms = timeline.makespan_ms
         speedup = (baseline_ms / timeline.makespan_ms) if baseline_ms and timeline.makespan_ms > 0 else None
-        rows.append(PolicyRow(policy, sched.num_streams, sched.num_events, sched.num_waits,
-                              timeline.makespan_ms, speedup, search_s, mem))
+        rows.append(
+            PolicyRow(
+                policy,
+                sched.num_streams,
+                sched.num_events,
+                sched.num_waits,
+                timeline.makespan_ms,
+                speedup,
+                search_s,
+                mem,
+            )
+        )
     return rows

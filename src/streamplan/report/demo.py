@@ -19,8 +19,10 @@ def run_demo(out: Console, *, model: str = "inception_v3", device: str = "v100")
     from streamplan.report.tables import compare_table
 
     out.print(Rule("1. Does multi-stream execution change peak memory? (the seed discussion, example 2)"))
-    out.print("a -> {b -> d, c -> e} -> f, every tensor 1 MiB. A program-order estimator says 3 MiB for both "
-              "schedules; streamplan shows what each figure sees:\n")
+    out.print(
+        "a -> {b -> d, c -> e} -> f, every tensor 1 MiB. A program-order estimator says 3 MiB for both "
+        "schedules; streamplan shows what each figure sees:\n"
+    )
     g = load_model("seed-example2")
     rows = compare_policies(g, ["sequential", "asap"], device=device)
     out.print(compare_table(g, rows, device, True, "activations"))
@@ -35,12 +37,17 @@ def run_demo(out: Console, *, model: str = "inception_v3", device: str = "v100")
     out.print(Rule(f"2. {model}, batch 1, on the {device} profile: every policy"))
     t0 = time.perf_counter()
     g = load_model(model, batch=1)
-    out.print(f"captured {len(g.nodes)} ops in {time.perf_counter() - t0:.1f} s (torch.export, no real compute)")
-    rows = compare_policies(g, ["sequential", "memory", "wavefront", "asap", "nimble", "ios"], device=device,
-                            progress=True)
+    out.print(
+        f"captured {len(g.nodes)} ops in {time.perf_counter() - t0:.1f} s (torch.export, no real compute)"
+    )
+    rows = compare_policies(
+        g, ["sequential", "memory", "wavefront", "asap", "nimble", "ios"], device=device, progress=True
+    )
     out.print(compare_table(g, rows, device, True, "activations"))
     for r in rows:
         if r.error:
             out.print(f"{r.policy}: {r.error}", markup=False)
-    out.print("\nNext: `streamplan explain inception_v3 --policy ios`, `streamplan plot inception_v3 "
-              "--policies sequential,asap,ios -o mem.png`, `streamplan run inception_v3 --policy asap --chaos`.")
+    out.print(
+        "\nNext: `streamplan explain inception_v3 --policy ios`, `streamplan plot inception_v3 "
+        "--policies sequential,asap,ios -o mem.png`, `streamplan run inception_v3 --policy asap --chaos`."
+    )

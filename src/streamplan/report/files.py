@@ -11,19 +11,24 @@ class OutputFileError(StreamplanError, FileExistsError):
     """The output path exists (or is an input) and overwriting was not asked for."""
 
 
-def write_output(path: str | Path, data: str | bytes, *, force: bool = False,
-                 protected: tuple[str | Path, ...] = ()) -> Path:
+def write_output(
+    path: str | Path, data: str | bytes, *, force: bool = False, protected: tuple[str | Path, ...] = ()
+) -> Path:
     """Write ``data`` to ``path``; refuse to overwrite an existing file unless ``force``,
     and never overwrite one of the ``protected`` inputs. Writes via a temporary file so
     that a failure leaves nothing half-written."""
     p = Path(path)
     for q in protected:
         if _same_file(p, Path(q)):
-            raise OutputFileError(f"refusing to overwrite the input file {q}", where=str(p),
-                                  hint="choose another output path")
+            raise OutputFileError(
+                f"refusing to overwrite the input file {q}", where=str(p), hint="choose another output path"
+            )
     if p.exists() and not force:
-        raise OutputFileError("output file already exists", where=str(p),
-                              hint="choose another path or pass --force to overwrite it")
+        raise OutputFileError(
+            "output file already exists",
+            where=str(p),
+            hint="choose another path or pass --force to overwrite it",
+        )
     if p.parent and not p.parent.exists():
         raise OutputFileError(f"directory {p.parent} does not exist", where=str(p))
     tmp = p.with_name(f".{p.name}.tmp")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Console
 
@@ -10,19 +10,46 @@ from streamplan.ir.graph import Graph
 from streamplan.report.pipeline import scheduled_and_simulated
 
 
-def memory_command(out: Console, emit_json: Callable, graph: Graph, *, policy: str, device: str,
-                   max_streams: int, include_inputs: bool, include_params: bool,
-                   device_memory_bytes: int | None, as_json: bool) -> None:
+def memory_command(
+    out: Console,
+    emit_json: Callable,
+    graph: Graph,
+    *,
+    policy: str,
+    device: str,
+    max_streams: int,
+    include_inputs: bool,
+    include_params: bool,
+    device_memory_bytes: int | None,
+    as_json: bool,
+) -> None:
     """Print the memory report of one schedule and its host-order trace (one line per launch)."""
     from streamplan.memory.allocators import MODELS, replay
     from streamplan.memory.report import analyze_memory
 
-    s, tl = scheduled_and_simulated(graph, policy, max_streams=max_streams, device=device, progress=not as_json)
-    report = analyze_memory(graph, s, timeline=tl, include_inputs=include_inputs, include_params=include_params,
-                            device_memory_bytes=device_memory_bytes)
-    allocators = {m: replay(graph, s, m, timeline=tl, include_inputs=include_inputs, include_params=include_params,
-                            device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None)
-                  for m in MODELS}
+    s, tl = scheduled_and_simulated(
+        graph, policy, max_streams=max_streams, device=device, progress=not as_json
+    )
+    report = analyze_memory(
+        graph,
+        s,
+        timeline=tl,
+        include_inputs=include_inputs,
+        include_params=include_params,
+        device_memory_bytes=device_memory_bytes,
+    )
+    allocators = {
+        m: replay(
+            graph,
+            s,
+            m,
+            timeline=tl,
+            include_inputs=include_inputs,
+            include_params=include_params,
+            device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None,
+        )
+        for m in MODELS
+    }
     if as_json:
         d = report.to_dict()
         d["device"] = device
@@ -35,22 +62,40 @@ def memory_command(out: Console, emit_json: Callable, graph: Graph, *, policy: s
         out.print(line, markup=False)
     out.print("  allocator replays of the host order (allocated / reserved peak):", markup=False)
     for m, r in allocators.items():
-        oom = f"  OUT OF MEMORY at {r.oom.op} ({r.oom.requested_bytes / (1 << 20):.2f} MiB requested)" if r.oom else ""
-        out.print(f"    {m:11} {r.allocated_peak_bytes / (1 << 20):10.3f} MiB / "
-                  f"{r.reserved_peak_bytes / (1 << 20):.3f} MiB{oom}", markup=False)
+        oom = (
+            f"  OUT OF MEMORY at {r.oom.op} ({r.oom.requested_bytes / (1 << 20):.2f} MiB requested)"
+            if r.oom
+            else ""
+        )
+        out.print(
+            f"    {m:11} {r.allocated_peak_bytes / (1 << 20):10.3f} MiB / "
+            f"{r.reserved_peak_bytes / (1 << 20):.3f} MiB{oom}",
+            markup=False,
+        )
     out.print("")
     for line in report.host_order.lines():
         out.print(line, markup=False)
 
 
-def explain_command(out: Console, emit_json: Callable, graph: Graph, *, policy: str, vs: str | None,
-                    device: str, max_streams: int, as_json: bool) -> None:
+def explain_command(
+    out: Console,
+    emit_json: Callable,
+    graph: Graph,
+    *,
+    policy: str,
+    vs: str | None,
+    device: str,
+    max_streams: int,
+    as_json: bool,
+) -> None:
     """Name the storages at each peak; with ``vs``, the concurrency that made more of them coexist."""
     from streamplan.memory.explain import compare_peaks, explain_peak
     from streamplan.memory.report import analyze_memory
     from streamplan.report.pipeline import scheduled
 
-    s, tl = scheduled_and_simulated(graph, policy, max_streams=max_streams, device=device, progress=not as_json)
+    s, tl = scheduled_and_simulated(
+        graph, policy, max_streams=max_streams, device=device, progress=not as_json
+    )
     if vs and vs != policy:
         base = scheduled(graph, vs, max_streams=max_streams, device=device, progress=not as_json)
         result = compare_peaks(graph, base, s)
@@ -80,11 +125,16 @@ def _simulated_note(graph, schedule, timeline, device: str) -> dict:
     launch_ms = max((sp.launch_ms for sp in timeline.spans), default=0.0)
     kernels_ms = max(timeline.stream_busy_ms.values(), default=0.0)
     bound = "launch-bound" if launch_ms >= kernels_ms else "kernel-bound"
-    why = ("the host issues launches more slowly than the kernels run, so branches rarely overlap and the "
-           "simulated peak stays near the sequential one" if bound == "launch-bound" else
-           "kernels take longer than launching them, so parallel branches overlap on the device and the "
-           "simulated peak approaches the worst case")
-    text = (f"simulated on {device}: peak {mem.peak_bytes / (1 << 20):.3f} MiB at {mem.peak_ms:.4f} ms; "
-            f"the timeline is {bound} (last launch at {launch_ms:.4f} ms, busiest stream {kernels_ms:.4f} ms, "
-            f"total kernel time {busy:.4f} ms): {why}.")
+    why = (
+        "the host issues launches more slowly than the kernels run, so branches rarely overlap and the "
+        "simulated peak stays near the sequential one"
+        if bound == "launch-bound"
+        else "kernels take longer than launching them, so parallel branches overlap on the device and the "
+        "simulated peak approaches the worst case"
+    )
+    text = (
+        f"simulated on {device}: peak {mem.peak_bytes / (1 << 20):.3f} MiB at {mem.peak_ms:.4f} ms; "
+        f"the timeline is {bound} (last launch at {launch_ms:.4f} ms, busiest stream {kernels_ms:.4f} ms, "
+        f"total kernel time {busy:.4f} ms): {why}."
+    )
     return {"simulated_peak_bytes": mem.peak_bytes, "peak_ms": mem.peak_ms, "bound": bound, "text": text}

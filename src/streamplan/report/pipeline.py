@@ -7,8 +7,9 @@ from streamplan.ir.graph import Graph
 from streamplan.schedule.schedule import StreamSchedule
 
 
-def scheduled(graph: Graph, policy: str, *, max_streams: int = 8, device: str = "v100",
-              progress: bool = False) -> StreamSchedule:
+def scheduled(
+    graph: Graph, policy: str, *, max_streams: int = 8, device: str = "v100", progress: bool = False
+) -> StreamSchedule:
     """A verified schedule of ``graph`` by ``policy`` (the IOS search is costed on ``device``)."""
     from streamplan.schedule.registry import make_schedule
     from streamplan.schedule.verify import verify_schedule
@@ -19,8 +20,9 @@ def scheduled(graph: Graph, policy: str, *, max_streams: int = 8, device: str = 
     return s
 
 
-def scheduled_and_simulated(graph: Graph, policy: str, *, max_streams: int = 8, device: str = "v100",
-                            progress: bool = False) -> tuple[StreamSchedule, Timeline]:
+def scheduled_and_simulated(
+    graph: Graph, policy: str, *, max_streams: int = 8, device: str = "v100", progress: bool = False
+) -> tuple[StreamSchedule, Timeline]:
     from streamplan.cost.simulate import simulate
 
     s = scheduled(graph, policy, max_streams=max_streams, device=device, progress=progress)

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import io
-from typing import Sequence
+from collections.abc import Sequence
 
 from streamplan.ir.graph import Graph
 from streamplan.report.files import write_output
 from streamplan.report.units import MiB
 
 
-def plot_policies(graph: Graph, policies: Sequence[str], output: str, *, device: str = "v100",
-                  max_streams: int = 8, force: bool = False, protected: tuple = ()) -> None:
+def plot_policies(
+    graph: Graph,
+    policies: Sequence[str],
+    output: str,
+    *,
+    device: str = "v100",
+    max_streams: int = 8,
+    force: bool = False,
+    protected: tuple = (),
+) -> None:
     """Write a PNG: top panel live activation MiB vs simulated ms (peaks marked), then one
     stream timeline per policy. The static figures (worst-case, arena) are drawn as dashed
     levels so the simulated curve can be read against them."""
@@ -36,17 +44,27 @@ def plot_policies(graph: Graph, policies: Sequence[str], output: str, *, device:
         runs.append((p, s, tl, mem, wc))
 
     heights = [3.0] + [0.35 * max(1, s.num_streams) + 0.6 for _, s, *_ in runs]
-    fig, axes = plt.subplots(len(runs) + 1, 1, figsize=(11, sum(heights) + 0.8),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig, axes = plt.subplots(
+        len(runs) + 1,
+        1,
+        figsize=(11, sum(heights) + 0.8),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
     top = axes[0][0]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (p, s, tl, mem, wc) in enumerate(runs):
+    for i, (p, _s, tl, mem, wc) in enumerate(runs):
         c = colors[i % len(colors)]
         xs = [t for t, _ in mem.samples] + [tl.makespan_ms]
         ys = [b / MiB for _, b in mem.samples]
         ys = ys + [ys[-1] if ys else 0.0]
-        top.step(xs, ys, where="post", color=c, label=f"{p}: sim peak {mem.peak_bytes / MiB:.2f} MiB, "
-                 f"{tl.makespan_ms:.3f} ms")
+        top.step(
+            xs,
+            ys,
+            where="post",
+            color=c,
+            label=f"{p}: sim peak {mem.peak_bytes / MiB:.2f} MiB, {tl.makespan_ms:.3f} ms",
+        )
         top.plot([mem.peak_ms], [mem.peak_bytes / MiB], "o", color=c)
         top.axhline(wc.upper_bytes / MiB, color=c, linestyle="--", linewidth=0.8)
     top.set_ylabel("live activations (MiB)")
@@ -56,8 +74,12 @@ def plot_policies(graph: Graph, policies: Sequence[str], output: str, *, device:
     for row, (p, s, tl, _mem, _wc) in enumerate(runs, start=1):
         ax = axes[row][0]
         for span in tl.spans:
-            ax.broken_barh([(span.start_ms, max(span.end_ms - span.start_ms, 1e-6))], (span.stream - 0.4, 0.8),
-                           color=colors[(row - 1) % len(colors)], alpha=0.8)
+            ax.broken_barh(
+                [(span.start_ms, max(span.end_ms - span.start_ms, 1e-6))],
+                (span.stream - 0.4, 0.8),
+                color=colors[(row - 1) % len(colors)],
+                alpha=0.8,
+            )
         ax.set_yticks(range(s.num_streams))
         ax.set_yticklabels([f"s{k}" for k in range(s.num_streams)], fontsize=7)
         ax.set_xlim(top.get_xlim())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Console
 
@@ -28,8 +28,20 @@ def _rel(pred: float | None, meas: float | None) -> float | None:
     return (pred - meas) / meas
 
 
-def run_command(out: Console, emit_json: Callable, model: str, *, policy: str, device: str, max_streams: int,
-                batch: int | None, chaos: bool, repeat: int, seed: int, as_json: bool) -> None:
+def run_command(
+    out: Console,
+    emit_json: Callable,
+    model: str,
+    *,
+    policy: str,
+    device: str,
+    max_streams: int,
+    batch: int | None,
+    chaos: bool,
+    repeat: int,
+    seed: int,
+    as_json: bool,
+) -> None:
     from streamplan.cost.simulate import simulate
     from streamplan.errors import ModelSpecError
     from streamplan.memory.simulated import simulated_memory
@@ -45,8 +57,24 @@ def run_command(out: Console, emit_json: Callable, model: str, *, policy: str, d
         if not torch.cuda.is_available():
             raise ModelSpecError("no CUDA device is available here", hint="use --device cpu")
     graph = load_model(model, batch=batch)
-    cmp = run_and_compare(model, policy, device=device, chaos=chaos, repeat=repeat, warmup=1 if repeat > 1 else 0,
-                          batch=batch, max_streams=max_streams, seed=seed, graph=graph)
+    target = model
+    if ".py:" in model:  # the user's module gives the weights and the eager reference
+        from streamplan.models import load_python_module
+
+        module, inputs = load_python_module(model, batch=batch)
+        target = (module, inputs if isinstance(inputs, (tuple, list)) else (inputs,))
+    cmp = run_and_compare(
+        target,
+        policy,
+        device=device,
+        chaos=chaos,
+        repeat=repeat,
+        warmup=1 if repeat > 1 else 0,
+        batch=batch,
+        max_streams=max_streams,
+        seed=seed,
+        graph=graph,
+    )
     profile = device_profile_for(device)
     tl = simulate(graph, cmp.schedule, profile)
     sim_peak = simulated_memory(graph, cmp.schedule, tl).peak_bytes
@@ -54,8 +82,11 @@ def run_command(out: Console, emit_json: Callable, model: str, *, policy: str, d
     cmp = cmp.with_predictions(predicted_peak_bytes=sim_peak, predicted_ms=tl.makespan_ms)
     d = cmp.to_dict()
     d["profile"] = profile
-    d["predicted_worst_case_peak_bytes"] = {"lower": worst.lower_bytes, "upper": worst.upper_bytes,
-                                            "exact": worst.exact}
+    d["predicted_worst_case_peak_bytes"] = {
+        "lower": worst.lower_bytes,
+        "upper": worst.upper_bytes,
+        "exact": worst.exact,
+    }
     d["peak_relative_error"] = _rel(sim_peak, cmp.measured_peak_bytes)
     d["latency_relative_error"] = _rel(tl.makespan_ms, cmp.measured_ms)
     d["memory_includes"] = "activations"
@@ -69,19 +100,31 @@ def run_command(out: Console, emit_json: Callable, model: str, *, policy: str, d
         emit_json(d)
         return
     ok = "[green]yes[/green]" if cmp.matches_eager else "[red]NO[/red]"
-    out.print(f"{graph.name} / {policy} on {device}{' with chaos delays' if chaos else ''}: "
-              f"{cmp.schedule.num_streams} streams, {cmp.schedule.num_events} events")
-    out.print(f"  outputs match eager: {ok} (max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})")
+    out.print(
+        f"{graph.name} / {policy} on {device}{' with chaos delays' if chaos else ''}: "
+        f"{cmp.schedule.num_streams} streams, {cmp.schedule.num_events} events"
+    )
+    out.print(
+        f"  outputs match eager: {ok} (max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})"
+    )
     rel_ms = d["latency_relative_error"]
     rel_b = d["peak_relative_error"]
-    out.print(f"  latency   measured {fmt_ms(cmp.measured_ms)} (median of {repeat}), predicted {fmt_ms(tl.makespan_ms)} "
-              f"on the {profile} profile" + (f" ({rel_ms:+.0%})" if rel_ms is not None else ""))
-    out.print(f"  peak live activations measured {fmt_bytes(cmp.measured_peak_bytes)}, simulated {fmt_bytes(sim_peak)}"
-              + (f" ({rel_b:+.1%})" if rel_b is not None else "")
-              + f", worst case over all timings {fmt_bytes(worst.upper_bytes)}")
+    out.print(
+        f"  latency   measured {fmt_ms(cmp.measured_ms)} (median of {repeat}), predicted {fmt_ms(tl.makespan_ms)} "
+        f"on the {profile} profile" + (f" ({rel_ms:+.0%})" if rel_ms is not None else "")
+    )
+    out.print(
+        f"  peak live activations measured {fmt_bytes(cmp.measured_peak_bytes)}, simulated {fmt_bytes(sim_peak)}"
+        + (f" ({rel_b:+.1%})" if rel_b is not None else "")
+        + f", worst case over all timings {fmt_bytes(worst.upper_bytes)}"
+    )
     if device == "cuda":
-        out.print(f"  max_memory_allocated measured {fmt_bytes(d['max_memory_allocated_bytes'])}, predicted "
-                  f"{fmt_bytes(d['predicted_max_memory_allocated_bytes'])}; reserved measured "
-                  f"{fmt_bytes(d['max_memory_reserved_bytes'])}, predicted {fmt_bytes(d['predicted_max_memory_reserved_bytes'])}")
+        out.print(
+            f"  max_memory_allocated measured {fmt_bytes(d['max_memory_allocated_bytes'])}, predicted "
+            f"{fmt_bytes(d['predicted_max_memory_allocated_bytes'])}; reserved measured "
+            f"{fmt_bytes(d['max_memory_reserved_bytes'])}, predicted {fmt_bytes(d['predicted_max_memory_reserved_bytes'])}"
+        )
     if device == "cpu" and cmp.schedule.num_streams > 1:
-        out.print("  note: on this CPU each stream is a thread; with few cores, multi-stream runs are rarely faster.")
+        out.print(
+            "  note: on this CPU each stream is a thread; with few cores, multi-stream runs are rarely faster."
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -32,8 +32,14 @@ def latency_table(graph: Graph, rows: Sequence[PolicyRow], device: str) -> Table
         if r.error:
             t.add_row(r.policy, "-", "-", "-", "-", "error")
             continue
-        t.add_row(r.policy, str(r.streams), str(r.events), fmt_ms(r.makespan_ms),
-                  f"{r.speedup:.2f}x" if r.speedup else "-", f"{r.search_time_s:.2f} s")
+        t.add_row(
+            r.policy,
+            str(r.streams),
+            str(r.events),
+            fmt_ms(r.makespan_ms),
+            f"{r.speedup:.2f}x" if r.speedup else "-",
+            f"{r.search_time_s:.2f} s",
+        )
     return t
 
 
@@ -48,9 +54,16 @@ def memory_table(graph: Graph, rows: Sequence[PolicyRow], includes: str) -> Tabl
             t.add_row(r.policy, *["-"] * 7)
             continue
         tc = m.get("torch_cuda") or {}
-        t.add_row(r.policy, _mib(m.get("host_order_peak_bytes")), _worst(m), _mib(m.get("simulated_peak_bytes")),
-                  _mib(tc.get("allocated_peak_bytes")), _mib(tc.get("reserved_peak_bytes")),
-                  _mib(m.get("arena_bytes")), _mib(m.get("arena_lower_bound_bytes")))
+        t.add_row(
+            r.policy,
+            _mib(m.get("host_order_peak_bytes")),
+            _worst(m),
+            _mib(m.get("simulated_peak_bytes")),
+            _mib(tc.get("allocated_peak_bytes")),
+            _mib(tc.get("reserved_peak_bytes")),
+            _mib(m.get("arena_bytes")),
+            _mib(m.get("arena_lower_bound_bytes")),
+        )
     return t
 
 

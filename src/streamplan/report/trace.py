@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from streamplan.cost.timeline import Timeline
 
 
-def timeline_to_trace(timeline: Timeline, *, name: str = "streamplan",
-                      live_bytes: Sequence[tuple[float, int]] | None = None) -> dict:
+def timeline_to_trace(
+    timeline: Timeline, *, name: str = "streamplan", live_bytes: Sequence[tuple[float, int]] | None = None
+) -> dict:
     """Trace events: one track per stream (ops as complete events), a host track with the
     launches, and optionally a counter track of live bytes over time."""
     events: list[dict] = [
@@ -17,20 +18,47 @@ def timeline_to_trace(timeline: Timeline, *, name: str = "streamplan",
         {"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "host launches"}},
     ]
     for s in sorted(timeline.stream_busy_ms):
-        events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": s + 1,
-                       "args": {"name": f"stream {s}"}})
+        events.append(
+            {"name": "thread_name", "ph": "M", "pid": 0, "tid": s + 1, "args": {"name": f"stream {s}"}}
+        )
     for span in timeline.spans:
-        events.append({"name": span.op, "ph": "X", "pid": 0, "tid": span.stream + 1,
-                       "ts": span.start_ms * 1000.0, "dur": max(0.0, (span.end_ms - span.start_ms) * 1000.0),
-                       "args": {"stream": span.stream, "launch_ms": span.launch_ms}})
-        events.append({"name": f"launch {span.op}", "ph": "i", "s": "t", "pid": 0, "tid": 0,
-                       "ts": span.launch_ms * 1000.0})
+        events.append(
+            {
+                "name": span.op,
+                "ph": "X",
+                "pid": 0,
+                "tid": span.stream + 1,
+                "ts": span.start_ms * 1000.0,
+                "dur": max(0.0, (span.end_ms - span.start_ms) * 1000.0),
+                "args": {"stream": span.stream, "launch_ms": span.launch_ms},
+            }
+        )
+        events.append(
+            {
+                "name": f"launch {span.op}",
+                "ph": "i",
+                "s": "t",
+                "pid": 0,
+                "tid": 0,
+                "ts": span.launch_ms * 1000.0,
+            }
+        )
     if live_bytes:
         for t_ms, b in live_bytes:
-            events.append({"name": "live activation bytes", "ph": "C", "pid": 0, "ts": t_ms * 1000.0,
-                           "args": {"bytes": b}})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"makespan_ms": timeline.makespan_ms, "device": timeline.device}}
+            events.append(
+                {
+                    "name": "live activation bytes",
+                    "ph": "C",
+                    "pid": 0,
+                    "ts": t_ms * 1000.0,
+                    "args": {"bytes": b},
+                }
+            )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"makespan_ms": timeline.makespan_ms, "device": timeline.device},
+    }
 
 
 def dumps_trace(timeline: Timeline, **kwargs) -> str:

@@ -15,4 +15,13 @@ from streamplan.runtime.measure import RunResult
 # The name "streamplan" reaches torch.compile through the torch_dynamo_backends entry point
 # (pyproject.toml), so importing this package does not pay for importing torch._dynamo.
 
-__all__ = ["run", "run_and_compare", "backend", "RunResult", "Comparison", "compare_outputs", "make_schedule", "register"]
+__all__ = [
+    "run",
+    "run_and_compare",
+    "backend",
+    "RunResult",
+    "Comparison",
+    "compare_outputs",
+    "make_schedule",
+    "register",
+]

@@ -8,14 +8,18 @@ know that u has finished. Linear in ops x streams.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from streamplan.ir.graph import Graph
 from streamplan.schedule.schedule import StreamSchedule, Wait
 
 
-def derive_waits(graph: Graph, launch_order: Sequence[str], streams: Mapping[str, int],
-                 extra_deps: Mapping[str, Sequence[str]] | None = None) -> tuple[Wait, ...]:
+def derive_waits(
+    graph: Graph,
+    launch_order: Sequence[str],
+    streams: Mapping[str, int],
+    extra_deps: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[Wait, ...]:
     """The waits that order every dependency of ``graph`` (plus ``extra_deps``) across streams.
 
     Keeps only waits not implied by stream order and earlier waits. Dependencies must
@@ -58,17 +62,20 @@ def derive_waits(graph: Graph, launch_order: Sequence[str], streams: Mapping[str
     return tuple(waits)
 
 
-def with_derived_waits(graph: Graph, launch_order: Sequence[str], streams: Mapping[str, int],
-                       policy: str, **meta: object) -> StreamSchedule:
+def with_derived_waits(
+    graph: Graph, launch_order: Sequence[str], streams: Mapping[str, int], policy: str, **meta: object
+) -> StreamSchedule:
     """A complete schedule from an order and a stream assignment (waits derived, minimal-ish)."""
-    return StreamSchedule(tuple(launch_order), dict(streams),
-                          derive_waits(graph, launch_order, streams), policy, dict(meta))
+    return StreamSchedule(
+        tuple(launch_order), dict(streams), derive_waits(graph, launch_order, streams), policy, dict(meta)
+    )
 
 
 def prune_waits(graph: Graph, schedule: StreamSchedule) -> StreamSchedule:
     """Drop waits implied by the others (and waits within one stream)."""
-    keep = derive_waits(graph, schedule.launch_order, schedule.streams,
-                        extra_deps=_non_data_waits(graph, schedule))
+    keep = derive_waits(
+        graph, schedule.launch_order, schedule.streams, extra_deps=_non_data_waits(graph, schedule)
+    )
     return schedule.replace(waits=keep)
 
 

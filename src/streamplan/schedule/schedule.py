@@ -64,7 +64,7 @@ class StreamSchedule:
             out.setdefault(w.before, []).append(w.after)
         return {k: tuple(v) for k, v in out.items()}
 
-    def replace(self, **changes: Any) -> "StreamSchedule":
+    def replace(self, **changes: Any) -> StreamSchedule:
         import dataclasses
 
         return dataclasses.replace(self, **changes)
@@ -82,7 +82,7 @@ class StreamSchedule:
         }
 
     @staticmethod
-    def from_dict(data: Any, *, source: str = "<dict>") -> "StreamSchedule":
+    def from_dict(data: Any, *, source: str = "<dict>") -> StreamSchedule:
         try:
             if not isinstance(data, dict):
                 raise TypeError("top level is not an object")
@@ -107,7 +107,7 @@ class StreamSchedule:
         Path(path).write_text(self.dumps())
 
     @staticmethod
-    def load(path: str | Path) -> "StreamSchedule":
+    def load(path: str | Path) -> StreamSchedule:
         p = Path(path)
         try:
             data = json.loads(p.read_text())

@@ -29,13 +29,16 @@ def parse_spec(spec: str) -> tuple[int, int]:
         if n < 1 or len(parts) > 3:
             raise ValueError
     except (IndexError, ValueError):
-        raise ModelSpecError(f"bad random model spec {spec!r}",
-                             hint="write random:N or random:N:SEED with N >= 1, e.g. random:1000") from None
+        raise ModelSpecError(
+            f"bad random model spec {spec!r}",
+            hint="write random:N or random:N:SEED with N >= 1, e.g. random:1000",
+        ) from None
     return n, seed
 
 
-def random_dag(n: int, seed: int = 0, *, batch: int = 1, dtype: str = "float32",
-               channels: int = 64, size: int = 28) -> Graph:
+def random_dag(
+    n: int, seed: int = 0, *, batch: int = 1, dtype: str = "float32", channels: int = 64, size: int = 28
+) -> Graph:
     rng = random.Random(seed)
     shape = (batch, channels, size, size)
     nbytes = tensor_bytes(shape, dtype)
@@ -83,8 +86,16 @@ def random_dag(n: int, seed: int = 0, *, batch: int = 1, dtype: str = "float32",
         consumed.update(ins)
         values[vid] = Value(vid, shape, dtype, nbytes, "activation")
         read_bytes = sum(values[r].nbytes for r in reads)
-        nodes.append(Node(f"n{i}", op, tuple(reads), (vid,), {"args": args, "kwargs": {}},
-                          flops, read_bytes, nbytes))
+        nodes.append(
+            Node(f"n{i}", op, tuple(reads), (vid,), {"args": args, "kwargs": {}}, flops, read_bytes, nbytes)
+        )
     outputs = tuple(f"v{i}" for i in range(n) if f"v{i}" not in consumed)
-    return Graph(f"random:{n}:{seed}", tuple(nodes), values, ("x",), tuple(params), outputs,
-                 meta={"generator": "random_dag", "seed": seed})
+    return Graph(
+        f"random:{n}:{seed}",
+        tuple(nodes),
+        values,
+        ("x",),
+        tuple(params),
+        outputs,
+        meta={"generator": "random_dag", "seed": seed},
+    )

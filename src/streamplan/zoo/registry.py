@@ -30,26 +30,68 @@ class ZooModel:
 
 
 _ENTRIES = [
-    ZooModel("seed-example1", "a->{b,c}->d, every tensor 1 MiB (seed discussion, example 1)",
-             "graph", "streamplan.zoo.seed:example1"),
-    ZooModel("seed-example2", "a->{b->d, c->e}->f add, every tensor 1 MiB (seed discussion, example 2)",
-             "graph", "streamplan.zoo.seed:example2"),
-    ZooModel("seed-concat", "the atan/concatenate graph from the seed discussion, 1 MiB tensors",
-             "graph", "streamplan.zoo.seed:concat"),
-    ZooModel("inception_v3", "Inception V3, 3x299x299, 4-branch blocks, no aux head, 23.8M params (IOS benchmark)",
-             "torch", "streamplan.zoo.inception:build"),
-    ZooModel("squeezenet", "SqueezeNet 1.0 with simple bypass, 3x224x224, 1.25M params (IOS benchmark)",
-             "torch", "streamplan.zoo.squeezenet:build"),
-    ZooModel("randwire", "RandWire-WS(n,4,0.75), C=154, graph seeds 0-3, 3x224x224, 62.6M params (IOS benchmark)",
-             "torch", "streamplan.zoo.randwire:build"),
-    ZooModel("nasnet_a", "NASNet-A mobile 4@1056, 3x224x224, separable-conv cells, 5.3M params (IOS benchmark)",
-             "torch", "streamplan.zoo.nasnet:build"),
-    ZooModel("resnet50", "ResNet-50, 3x224x224, 25.6M params: a control with little parallelism",
-             "torch", "streamplan.zoo.resnet:build"),
-    ZooModel("bert_base", "BERT-base encoder (transformers config, random weights), seq 128",
-             "torch", "streamplan.zoo.transformers_models:bert_base", requires="transformers"),
-    ZooModel("gpt2", "GPT-2 small (transformers config, random weights, no cache), seq 128",
-             "torch", "streamplan.zoo.transformers_models:gpt2", requires="transformers"),
+    ZooModel(
+        "seed-example1",
+        "a->{b,c}->d, every tensor 1 MiB (seed discussion, example 1)",
+        "graph",
+        "streamplan.zoo.seed:example1",
+    ),
+    ZooModel(
+        "seed-example2",
+        "a->{b->d, c->e}->f add, every tensor 1 MiB (seed discussion, example 2)",
+        "graph",
+        "streamplan.zoo.seed:example2",
+    ),
+    ZooModel(
+        "seed-concat",
+        "the atan/concatenate graph from the seed discussion, 1 MiB tensors",
+        "graph",
+        "streamplan.zoo.seed:concat",
+    ),
+    ZooModel(
+        "inception_v3",
+        "Inception V3, 3x299x299, 4-branch blocks, no aux head, 23.8M params (IOS benchmark)",
+        "torch",
+        "streamplan.zoo.inception:build",
+    ),
+    ZooModel(
+        "squeezenet",
+        "SqueezeNet 1.0 with simple bypass, 3x224x224, 1.25M params (IOS benchmark)",
+        "torch",
+        "streamplan.zoo.squeezenet:build",
+    ),
+    ZooModel(
+        "randwire",
+        "RandWire-WS(n,4,0.75), C=154, graph seeds 0-3, 3x224x224, 62.6M params (IOS benchmark)",
+        "torch",
+        "streamplan.zoo.randwire:build",
+    ),
+    ZooModel(
+        "nasnet_a",
+        "NASNet-A mobile 4@1056, 3x224x224, separable-conv cells, 5.3M params (IOS benchmark)",
+        "torch",
+        "streamplan.zoo.nasnet:build",
+    ),
+    ZooModel(
+        "resnet50",
+        "ResNet-50, 3x224x224, 25.6M params: a control with little parallelism",
+        "torch",
+        "streamplan.zoo.resnet:build",
+    ),
+    ZooModel(
+        "bert_base",
+        "BERT-base encoder (transformers config, random weights), seq 128",
+        "torch",
+        "streamplan.zoo.transformers_models:bert_base",
+        requires="transformers",
+    ),
+    ZooModel(
+        "gpt2",
+        "GPT-2 small (transformers config, random weights, no cache), seq 128",
+        "torch",
+        "streamplan.zoo.transformers_models:gpt2",
+        requires="transformers",
+    ),
 ]
 
 ZOO: dict[str, ZooModel] = {m.name: m for m in _ENTRIES}
