@@ -127,3 +127,21 @@ def test_run_inception_asap_chaos():
     r = sp("run", "inception_v3", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["matches_eager"] is True
+
+
+def test_inception_ios_beats_wavefront_beats_sequential():
+    r = sp(
+        "compare",
+        "inception_v3",
+        "--device",
+        "v100",
+        "--batch",
+        "1",
+        "--no-memory",
+        "--json",
+        "--policies",
+        "sequential,wavefront,ios",
+    )
+    assert r.returncode == 0, r.stderr
+    ms = {row["policy"]: row["makespan_ms"] for row in json.loads(r.stdout)["rows"]}
+    assert ms["ios"] <= ms["wavefront"] <= ms["sequential"]
