@@ -127,3 +127,13 @@ def _numel(shape: tuple[int, ...]) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def test_nasnet_a_large_parameter_count():
+    """NASNet-A large (the IOS benchmark's size) has the widely used implementation's count."""
+    from streamplan.zoo import nasnet
+    from streamplan.zoo._layers import param_count
+
+    model, (x,) = nasnet.build_large(1)
+    assert param_count(model) == nasnet.LARGE_PARAM_COUNT == 88_753_150
+    assert tuple(x.shape) == (1, 3, 331, 331)

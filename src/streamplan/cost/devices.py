@@ -47,6 +47,9 @@ class DeviceProfile:
     vector_blocks_per_sm: int = 8  # resident elementwise blocks per SM
     conv_tf32: bool = False  # fp32 convs use TF32 tensor cores (cudnn.allow_tf32 default)
     max_op_fraction: float = 1.0  # most of the device one op can use (CPU runtime: one core per op)
+    event_record_ms: float = 0.0  # host time to record an event after an op others wait for
+    event_wait_ms: float = 0.0  # host time per cross-stream wait issued before an op
+    event_resume_ms: float = 0.0  # device latency before a stream resumes after a cross-stream wait
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""
@@ -63,6 +66,10 @@ class DeviceProfile:
 _GPU_LAUNCH_MS = 0.004
 _GPU_KERNEL_FIXED_MS = 0.003
 
+# cudaEventRecord / cudaStreamWaitEvent cost the host about a microsecond or two each, and a
+# stream released by another stream's event starts its next kernel a few microseconds later.
+_GPU_EVENTS = {"event_record_ms": 0.0015, "event_wait_ms": 0.0015, "event_resume_ms": 0.003}
+
 DEVICES: dict[str, DeviceProfile] = {
     "v100": DeviceProfile(
         "v100",
@@ -72,6 +79,7 @@ DEVICES: dict[str, DeviceProfile] = {
         mem_bw_bytes_per_s=900 * GIGA,
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
     ),
     "a100": DeviceProfile(
         "a100",
@@ -87,6 +95,7 @@ DEVICES: dict[str, DeviceProfile] = {
         mem_bw_bytes_per_s=1555 * GIGA,
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
         conv_tf32=True,
     ),
     "h100": DeviceProfile(
@@ -103,6 +112,7 @@ DEVICES: dict[str, DeviceProfile] = {
         mem_bw_bytes_per_s=3350 * GIGA,
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
         conv_tf32=True,
     ),
     "h200": DeviceProfile(
@@ -119,6 +129,7 @@ DEVICES: dict[str, DeviceProfile] = {
         mem_bw_bytes_per_s=4800 * GIGA,
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
         conv_tf32=True,
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
@@ -140,6 +151,9 @@ DEVICES: dict[str, DeviceProfile] = {
         gemm_blocks_per_sm=1,
         vector_blocks_per_sm=1,
         max_op_fraction=0.5,
+        event_record_ms=0.005,
+        event_wait_ms=0.005,
+        event_resume_ms=0.02,  # a worker thread woken by threading.Event
     ),
 }
 

@@ -90,6 +90,7 @@ def simulate(
     waits: list[list[int]] = [[] for _ in order]
     for w in schedule.waits:
         waits[index[w.before]].append(index[w.after])
+    costs = _with_event_costs(costs, waits, getattr(model, "device", None))
     launch_done, start, end = run_events(costs, queue, waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
@@ -112,6 +113,25 @@ def simulate(
         "launch_ms": sum(costs.launch_ms),
     }
     return Timeline(spans, makespan, busy, model.device_name, meta)
+
+
+def _with_event_costs(costs: OpCosts, waits: Sequence[Sequence[int]], device: object) -> OpCosts:
+    """Charge events: the host records and waits (launch time), the released stream resumes late."""
+    rec = float(getattr(device, "event_record_ms", 0.0) or 0.0)
+    wait = float(getattr(device, "event_wait_ms", 0.0) or 0.0)
+    resume = float(getattr(device, "event_resume_ms", 0.0) or 0.0)
+    if not (rec or wait or resume) or not any(waits):
+        return costs
+    launch, times = list(costs.launch_ms), list(costs.time_ms)
+    recorded = {u for ws in waits for u in ws}
+    for u in recorded:
+        launch[u] += rec
+    for i, ws in enumerate(waits):
+        if ws:
+            launch[i] += wait * len(ws)
+            if times[i] > 0:
+                times[i] += resume
+    return OpCosts(tuple(times), costs.occupancy, tuple(launch))
 
 
 def run_events(

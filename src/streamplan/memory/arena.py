@@ -210,6 +210,10 @@ def _place(order: list[int], size: np.ndarray, nbrs: list[np.ndarray]) -> np.nda
     return off
 
 
+RANDOM_RESTARTS = 48
+RANDOM_RESTART_MAX_STORAGES = 5000
+
+
 def plan_arena(
     graph: Graph,
     schedule: StreamSchedule,
@@ -251,6 +255,19 @@ def plan_arena(
             best = (top, name, off)
         if top <= bound:
             break  # already optimal
+    if best[0] > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
+        # Best fit is sensitive to ties and near-ties in size; a few seeded perturbations
+        # of the size order close most of the remaining gap (as TVM's hill climbing does).
+        rng = np.random.default_rng(0)
+        base_key = np.array([s.nbytes for s in lives], dtype=np.float64)
+        for attempt in range(RANDOM_RESTARTS):
+            noisy = base_key * rng.uniform(0.7, 1.3, size=len(lives))
+            off = _place(list(np.argsort(-noisy, kind="stable")), size, nbrs)
+            top = int((off + size).max())
+            if top < best[0]:
+                best = (top, f"size-perturbed-{attempt}", off)
+            if best[0] <= bound:
+                break
     top, name, off = best
     offs = {s.storage: int(off[i]) for i, s in enumerate(lives)}
     sizes = {s.storage: s.nbytes for s in live.lives}

@@ -161,23 +161,24 @@ class ReductionCell(nn.Module):
         return torch.cat([s1, s2, s3, s4], 1)
 
 
-class NASNetAMobile(nn.Module):
-    """NASNet-A 4 @ 1056 for 1000 classes."""
+class NASNetA(nn.Module):
+    """NASNet-A "N @ penultimate" for 1000 classes (mobile: 4 @ 1056, stem 32; large: 6 @ 4032, stem 96)."""
 
-    def __init__(self, num_classes: int = 1000, penultimate: int = PENULTIMATE_FILTERS) -> None:
+    def __init__(self, num_classes: int = 1000, penultimate: int = PENULTIMATE_FILTERS,
+                 cells_per_group: int = 4, stem_filters: int = STEM_FILTERS) -> None:
         super().__init__()
         f = penultimate // 24
-        self.conv0 = nn.Conv2d(3, STEM_FILTERS, 3, stride=2, bias=False)
-        self.conv0_bn = _bn(STEM_FILTERS)
-        self.stem0 = ReductionCell(STEM_FILTERS, STEM_FILTERS, f // 4, stem="first")
-        self.stem1 = ReductionCell(STEM_FILTERS, f, f // 2, stem="second")
+        self.conv0 = nn.Conv2d(3, stem_filters, 3, stride=2, bias=False)
+        self.conv0_bn = _bn(stem_filters)
+        self.stem0 = ReductionCell(stem_filters, stem_filters, f // 4, stem="first")
+        self.stem1 = ReductionCell(stem_filters, f, f // 2, stem="second")
         cells: list[nn.Module] = []
         prev_ch, in_ch = f, 2 * f
         for group, width in enumerate((f, 2 * f, 4 * f)):
             if group > 0:
                 cells.append(ReductionCell(prev_ch, in_ch, width))
                 prev_ch, in_ch = in_ch, 4 * width
-            for i in range(4):
+            for i in range(cells_per_group):
                 cells.append(NormalCell(prev_ch, in_ch, width, reduce_prev=(i == 0)))
                 prev_ch, in_ch = in_ch, 6 * width
         self.cells = nn.ModuleList(cells)
@@ -197,5 +198,16 @@ class NASNetAMobile(nn.Module):
 def build(batch: int = 1) -> tuple[nn.Module, tuple[torch.Tensor]]:
     """NASNet-A Mobile in eval mode with random weights, and a (batch, 3, 224, 224) input."""
     seeded(SEED)
-    model = NASNetAMobile().eval()
+    model = NASNetA().eval()
     return model, (torch.randn(batch, 3, 224, 224),)
+
+
+NASNetAMobile = NASNetA  # the default configuration is the mobile one
+LARGE_PARAM_COUNT = 88_753_150  # the widely used implementation's figure (published: 88.9M)
+
+
+def build_large(batch: int = 1) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """NASNet-A Large (6 @ 4032, stem 96) with a (batch, 3, 331, 331) input — what IOS measured."""
+    seeded(SEED)
+    model = NASNetA(penultimate=4032, cells_per_group=6, stem_filters=96).eval()
+    return model, (torch.randn(batch, 3, 331, 331),)

@@ -68,9 +68,15 @@ _ENTRIES = [
     ),
     ZooModel(
         "nasnet_a",
-        "NASNet-A mobile 4@1056, 3x224x224, separable-conv cells, 5.3M params (IOS benchmark)",
+        "NASNet-A mobile 4@1056, 3x224x224, separable-conv cells, 5.3M params",
         "torch",
         "streamplan.zoo.nasnet:build",
+    ),
+    ZooModel(
+        "nasnet_a_large",
+        "NASNet-A large 6@4032, 3x331x331, 88.8M params (the size IOS measured)",
+        "torch",
+        "streamplan.zoo.nasnet:build_large",
     ),
     ZooModel(
         "resnet50",
