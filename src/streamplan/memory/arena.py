@@ -210,6 +210,20 @@ def _place(order: list[int], size: np.ndarray, nbrs: list[np.ndarray]) -> np.nda
     return off
 
 
+def _breadth(lives: list[StorageLife], birth, death, n: int) -> list[int]:
+    """Greedy-by-breadth key: the heaviest launch-order load over each storage's lifetime
+    (storages at the fullest moments are placed first, as TFLite's planner does)."""
+    diff = np.zeros(n + 3, dtype=np.int64)
+    spans = []
+    for life in lives:
+        b, d = birth(life) + 1, death(life) + 1  # shift: residents are born at -1
+        spans.append((b, d))
+        diff[b] += life.nbytes
+        diff[d + 1] -= life.nbytes
+    load = np.cumsum(diff)
+    return [int(load[b : d + 1].max()) for b, d in spans]
+
+
 RANDOM_RESTARTS = 48
 RANDOM_RESTART_MAX_STORAGES = 5000
 
@@ -246,6 +260,9 @@ def plan_arena(
         "birth": lambda i: (birth(lives[i]), -lives[i].nbytes),
         "conflict-weight": lambda i: (-len(nbrs[i]) * lives[i].nbytes, birth(lives[i])),
     }
+    if len(lives) <= RANDOM_RESTART_MAX_STORAGES:
+        breadth = _breadth(lives, birth, death, n)
+        keys["breadth"] = lambda i: (-breadth[i], -lives[i].nbytes, birth(lives[i]))
     bound, members, exact = lower_bound(live, ranges)
     best = None
     for name, key in keys.items():

@@ -102,9 +102,11 @@ def explain_command(
     else:
         result = explain_peak(graph, s, report=analyze_memory(graph, s, timeline=tl))
     sim_note = _simulated_note(graph, s, tl, device)
+    serial_note = _serial_peak_note(graph, s)
     if as_json:
         d = result.to_dict()
         d["simulated"] = sim_note
+        d["serial_peak_note"] = serial_note
         emit_json(d)
         return
     for line in result.lines():
@@ -113,7 +115,32 @@ def explain_command(
         out.print("")
         for line in result.other.lines():
             out.print(line, markup=False)
+    if serial_note:
+        out.print(serial_note, markup=False)
     out.print(sim_note["text"], markup=False)
+
+
+def serial_peak_note(graph, schedule) -> str | None:
+    """Say so when the worst-case peak happens where nothing can run concurrently: then no
+    stream policy can change it (the first explanation in the seed discussion)."""
+    return _serial_peak_note(graph, schedule)
+
+
+def _serial_peak_note(graph, schedule) -> str | None:
+    from streamplan.memory.liveness import liveness
+    from streamplan.memory.worst_case import worst_case_peak
+
+    live = liveness(graph, schedule)
+    wc = worst_case_peak(graph, schedule, live=live)
+    if not wc.running or schedule.num_streams < 2:
+        return None
+    others = schedule.launch_order
+    if any(live.hb.concurrent(u, v) for u in wc.running for v in others if v != u):
+        return None
+    return (f"note: the peak occurs while {', '.join(wc.running)} runs, and no op may run concurrently with "
+            f"{'it' if len(wc.running) == 1 else 'them'}: the parallel parts of {graph.name} are not where memory "
+            "peaks, so no stream policy changes this peak (only a better order, a smaller batch or "
+            "rematerialization can).")
 
 
 def _simulated_note(graph, schedule, timeline, device: str) -> dict:

@@ -164,8 +164,13 @@ class ReductionCell(nn.Module):
 class NASNetA(nn.Module):
     """NASNet-A "N @ penultimate" for 1000 classes (mobile: 4 @ 1056, stem 32; large: 6 @ 4032, stem 96)."""
 
-    def __init__(self, num_classes: int = 1000, penultimate: int = PENULTIMATE_FILTERS,
-                 cells_per_group: int = 4, stem_filters: int = STEM_FILTERS) -> None:
+    def __init__(
+        self,
+        num_classes: int = 1000,
+        penultimate: int = PENULTIMATE_FILTERS,
+        cells_per_group: int = 4,
+        stem_filters: int = STEM_FILTERS,
+    ) -> None:
         super().__init__()
         f = penultimate // 24
         self.conv0 = nn.Conv2d(3, stem_filters, 3, stride=2, bias=False)
