@@ -44,8 +44,12 @@ def zoo_model(request: pytest.FixtureRequest) -> tuple:
     return name, module, inputs
 
 
+# Too big to build, run and capture in every test run; its count is checked on its own below.
+COUNT_ONLY = {"nasnet_a_large"}
+
+
 def test_every_torch_model_has_an_expectation() -> None:
-    assert sorted(TORCH_MODELS) == sorted(EXPECTED)
+    assert sorted(TORCH_MODELS) == sorted([*EXPECTED, *COUNT_ONLY])
 
 
 def test_parameter_count_is_the_published_one(zoo_model: tuple) -> None:
