@@ -137,10 +137,12 @@ def _serial_peak_note(graph, schedule) -> str | None:
     others = schedule.launch_order
     if any(live.hb.concurrent(u, v) for u in wc.running for v in others if v != u):
         return None
-    return (f"note: the peak occurs while {', '.join(wc.running)} runs, and no op may run concurrently with "
-            f"{'it' if len(wc.running) == 1 else 'them'}: the parallel parts of {graph.name} are not where memory "
-            "peaks, so no stream policy changes this peak (only a better order, a smaller batch or "
-            "rematerialization can).")
+    return (
+        f"note: the peak occurs while {', '.join(wc.running)} runs, and no op may run concurrently with "
+        f"{'it' if len(wc.running) == 1 else 'them'}: the parallel parts of {graph.name} are not where memory "
+        "peaks, so no stream policy changes this peak (only a better order, a smaller batch or "
+        "rematerialization can)."
+    )
 
 
 def _simulated_note(graph, schedule, timeline, device: str) -> dict:
