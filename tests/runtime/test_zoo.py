@@ -1,4 +1,4 @@
-"""Every zoo model at batch 1 (small inputs) under sequential and a multi-stream policy.
+"""Every zoo model at batch 1 (small inputs) under every policy, with and without chaos.
 
 Inputs are shrunk (images to 96x96 or 80x80, sequences to 16 tokens) to keep the
 suite fast on two shared cores; the graphs keep all their ops and branches.
@@ -16,6 +16,7 @@ from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.runtime import compare_outputs, make_schedule, run
 from streamplan.runtime.compare import _flat_tensors
 from streamplan.runtime.interpret import params_from_module
+from streamplan.schedule.registry import POLICIES
 from streamplan.schedule.verify import verify_schedule
 from streamplan.zoo.registry import ZOO
 
@@ -24,7 +25,9 @@ SEQ_LEN = 16
 MODELS = [
     name
     for name, m in ZOO.items()
-    if m.kind == "torch" and (m.requires is None or importlib.util.find_spec(m.requires))
+    if m.kind == "torch"
+    and name != "nasnet_a_large"  # the same cells as nasnet_a, 17x the weights: checked by count only
+    and (m.requires is None or importlib.util.find_spec(m.requires))
 ]
 
 
@@ -53,14 +56,17 @@ def zoo_model(request):
     return name, graph, params_from_module(graph, module), inputs, ref
 
 
-def test_zoo_matches_eager(zoo_model) -> None:
+@pytest.mark.parametrize("policy", POLICIES)
+def test_zoo_matches_eager(zoo_model, policy: str) -> None:
     name, graph, params, inputs, ref = zoo_model
-    for policy, chaos in (("sequential", False), ("nimble", True)):
-        schedule = make_schedule(graph, policy, max_streams=4)
-        verify_schedule(graph, schedule)
+    schedule = make_schedule(graph, policy, max_streams=4)
+    verify_schedule(graph, schedule)
+    for chaos in (False, True):
         result = run(graph, schedule, list(inputs), params=params, chaos=chaos)
         ok, max_abs, _ = compare_outputs(result.outputs, ref)
-        assert ok, f"{name} {policy}: max abs error {max_abs}"
-        if policy == "sequential":  # one stream: measured live bytes = the memory model's figure
+        assert ok, f"{name} {policy} chaos={chaos}: max abs error {max_abs}"
+        if (
+            policy == "sequential" and not chaos
+        ):  # one stream: measured live bytes = the memory model's figure
             predicted = host_order_peak_bytes(graph, schedule)
             assert result.measured_peak_bytes == predicted
