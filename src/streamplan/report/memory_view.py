@@ -146,24 +146,40 @@ def _serial_peak_note(graph, schedule) -> str | None:
 
 
 def _simulated_note(graph, schedule, timeline, device: str) -> dict:
-    """Where the simulated peak falls and whether launches or kernels dominate the timeline."""
+    """Where the simulated peak falls, which ops overlap there, and whether launches or kernels
+    dominate the predicted timeline (which decides how close it gets to the worst case)."""
+    from streamplan.memory.host_order import host_order_peak_bytes
     from streamplan.memory.simulated import simulated_memory
+    from streamplan.memory.worst_case import worst_case_peak
 
     mem = simulated_memory(graph, schedule, timeline)
+    worst = worst_case_peak(graph, schedule)
+    host = host_order_peak_bytes(graph, schedule)
     busy = sum(timeline.stream_busy_ms.values())
     launch_ms = max((sp.launch_ms for sp in timeline.spans), default=0.0)
     kernels_ms = max(timeline.stream_busy_ms.values(), default=0.0)
     bound = "launch-bound" if launch_ms >= kernels_ms else "kernel-bound"
+    running = ", ".join(mem.running_at_peak) or "nothing"
+    if schedule.num_streams < 2:
+        where = "one stream: nothing overlaps, so every figure agrees"
+    elif mem.peak_bytes >= worst.upper_bytes:
+        where = f"this timing reaches the worst case: {running} overlap at the peak"
+    elif mem.peak_bytes <= host:
+        where = (
+            "in this timing the branches do not overlap where memory peaks, so it stays at the "
+            "host-order figure; slower kernels or faster launches would raise it"
+        )
+    else:
+        where = f"between the host-order and worst-case figures ({running} overlap at the peak)"
     why = (
-        "the host issues launches more slowly than the kernels run, so branches rarely overlap and the "
-        "simulated peak stays near the sequential one"
+        "the host issues launches no faster than the kernels run, so streams often sit idle and "
+        "branches overlap only briefly"
         if bound == "launch-bound"
-        else "kernels take longer than launching them, so parallel branches overlap on the device and the "
-        "simulated peak approaches the worst case"
+        else "kernels take longer than launching them, so queued branches run side by side"
     )
     text = (
-        f"simulated on {device}: peak {mem.peak_bytes / (1 << 20):.3f} MiB at {mem.peak_ms:.4f} ms; "
-        f"the timeline is {bound} (last launch at {launch_ms:.4f} ms, busiest stream {kernels_ms:.4f} ms, "
+        f"simulated on {device}: peak {mem.peak_bytes / (1 << 20):.3f} MiB at {mem.peak_ms:.4f} ms; {where}. "
+        f"The timeline is {bound} (last launch at {launch_ms:.4f} ms, busiest stream {kernels_ms:.4f} ms, "
         f"total kernel time {busy:.4f} ms): {why}."
     )
     return {"simulated_peak_bytes": mem.peak_bytes, "peak_ms": mem.peak_ms, "bound": bound, "text": text}
