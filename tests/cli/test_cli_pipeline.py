@@ -145,3 +145,10 @@ def test_inception_ios_beats_wavefront_beats_sequential():
     assert r.returncode == 0, r.stderr
     ms = {row["policy"]: row["makespan_ms"] for row in json.loads(r.stdout)["rows"]}
     assert ms["ios"] <= ms["wavefront"] <= ms["sequential"]
+
+
+def test_demo_answers_the_seed_question():
+    r = sp("demo")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "five tensors" in text and "inception_v3" in text and "ios" in text

@@ -29,8 +29,11 @@ def run_demo(out: Console, *, model: str = "inception_v3", device: str = "v100")
     base = scheduled(g, "sequential")
     s, tl = scheduled_and_simulated(g, "asap", device=device)
     out.print("")
-    for line in compare_peaks(g, base, s).lines():
+    comparison = compare_peaks(g, base, s)
+    for line in comparison.lines():
         out.print(line, markup=False)
+    for note in comparison.other.notes:
+        out.print(f"note: {note}", markup=False)
     out.print(_simulated_note(g, s, tl, device)["text"], markup=False)
 
     out.print("")
