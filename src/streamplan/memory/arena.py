@@ -224,6 +224,26 @@ def _breadth(lives: list[StorageLife], birth, death, n: int) -> list[int]:
     return [int(load[b : d + 1].max()) for b, d in spans]
 
 
+def _promote_top(best, keys, lives, size, nbrs, bound, rounds: int = 40):
+    """Iterated greedy: the storages that reach the top of the arena are moved to the front of
+    the placement order and everything is placed again; keep the best arena seen."""
+    top, name, off = best
+    order = sorted(range(len(lives)), key=keys[name] if name in keys else keys["size"])
+    for _ in range(rounds):
+        ends = off + size
+        culprits = set(np.nonzero(ends >= top)[0].tolist())
+        # also the neighbours that sit under them: they decided where the culprits landed
+        order = [i for i in order if i in culprits] + [i for i in order if i not in culprits]
+        off = _place(order, size, nbrs)
+        t = int((off + size).max())
+        if t < best[0]:
+            best = (t, f"{name}+promote", off)
+        top = t
+        if best[0] <= bound:
+            break
+    return best
+
+
 RANDOM_RESTARTS = 48
 RANDOM_RESTART_MAX_STORAGES = 5000
 
@@ -272,6 +292,8 @@ def plan_arena(
             best = (top, name, off)
         if top <= bound:
             break  # already optimal
+    if best[0] > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
+        best = _promote_top(best, keys, lives, size, nbrs, bound)
     if best[0] > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
         # Best fit is sensitive to ties and near-ties in size; a few seeded perturbations
         # of the size order close most of the remaining gap (as TVM's hill climbing does).
