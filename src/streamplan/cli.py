@@ -103,6 +103,7 @@ def show(
         "values": len(g.values),
         "param_count": g.param_count(),
         "param_bytes": g.param_bytes(),
+        "buffer_bytes": g.buffer_bytes(),
         "input_bytes": g.input_bytes(),
         "activation_bytes": g.activation_bytes(),
         "flops": g.total_flops(),
@@ -122,7 +123,8 @@ def show(
     t.add_column()
     t.add_row("ops", f"{info['ops']:,}")
     t.add_row("values", f"{info['values']:,}")
-    t.add_row("parameters", f"{info['param_count']:,} ({fmt_bytes(info['param_bytes'])}, params+buffers)")
+    t.add_row("parameters", f"{info['param_count']:,} ({fmt_bytes(info['param_bytes'])})")
+    t.add_row("buffers", fmt_bytes(info["buffer_bytes"]))
     t.add_row("inputs", fmt_bytes(info["input_bytes"]))
     t.add_row("activations", f"{fmt_bytes(info['activation_bytes'])} (sum of all, no reuse)")
     t.add_row("FLOPs", f"{info['flops'] / 1e9:.3f} G")

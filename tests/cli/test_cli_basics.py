@@ -133,3 +133,13 @@ def test_bad_option_is_usage_error():
 def test_show_text(spec):
     r = sp("show", spec, "--graph")
     assert r.returncode == 0 and "aten.atan.default" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "model,count", [("inception_v3", 23_834_568), ("resnet50", 25_557_032), ("squeezenet", 1_248_424)]
+)
+def test_show_param_bytes_are_the_published_count_in_float32(model, count):
+    r = sp("show", model, "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["param_count"] == count and info["param_bytes"] == 4 * count

@@ -159,7 +159,12 @@ class Graph:
 
     # -- summaries -------------------------------------------------------
     def param_bytes(self) -> int:
-        return sum(s.nbytes for s in self._index.storages.values() if s.kind in ("param", "buffer"))
+        """Bytes of the parameters (trainable weights), without buffers."""
+        return sum(s.nbytes for s in self._index.storages.values() if s.kind == "param")
+
+    def buffer_bytes(self) -> int:
+        """Bytes of buffers and lifted constants (e.g. batch-norm running statistics)."""
+        return sum(s.nbytes for s in self._index.storages.values() if s.kind in ("buffer", "constant"))
 
     def param_count(self) -> int:
         from streamplan.ir.dtypes import itemsize
