@@ -19,6 +19,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) -m pytest -n 2 --dist loadfile
 
+# The figures in BENCHMARKS.md (several minutes on 2 cores; GPU validation is separate:
+# bench/gpu_validate.py on a machine with CUDA).
+bench: $(STAMP)
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/calibrate_ios.py
+	$(PY) bench/schedule_scale.py
+	$(PY) bench/simulate_scale.py
+	$(PY) bench/memory_scale.py
+	$(PY) bench/allocator_scale.py
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/memory_quality.py
+	OMP_NUM_THREADS=1 $(PY) bench/zoo_peaks.py
+	OMP_NUM_THREADS=1 $(PY) bench/cpu_runtime.py --models squeezenet inception_v3 randwire nasnet_a --repeat 5
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/ruff format --check src tests bench
