@@ -1,4 +1,4 @@
-"""Time schedule + verify per policy on network-like random DAGs (random:N) as N grows.
+"""Time schedule + verify + simulate per policy on network-like random DAGs (random:N) as N grows.
 
     nice .venv/bin/python bench/schedule_scale.py [--sizes 1000,10000,100000] [--policies ...]
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from streamplan.cost.simulate import simulate
 from streamplan.models import load_model
 from streamplan.schedule import make_schedule, verify_schedule
 
@@ -29,7 +30,8 @@ def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     policies = args.policies.split(",")
     print(
-        f"{'ops':>8} {'policy':<11} {'streams':>7} {'events':>7} {'schedule_s':>10} {'verify_s':>9} {'total_s':>8}"
+        f"{'ops':>8} {'policy':<11} {'streams':>7} {'events':>7} {'schedule_s':>10} {'verify_s':>9} "
+        f"{'simulate_s':>10} {'total_s':>8}"
     )
     for n in sizes:
         t0 = time.perf_counter()
@@ -44,9 +46,11 @@ def main() -> None:
             t1 = time.perf_counter()
             verify_schedule(g, s)
             t2 = time.perf_counter()
+            simulate(g, s, "v100")
+            t3 = time.perf_counter()
             print(
                 f"{n:>8} {policy:<11} {s.num_streams:>7} {s.num_events:>7} {t1 - t0:>10.2f} "
-                f"{t2 - t1:>9.2f} {t2 - t0:>8.2f}",
+                f"{t2 - t1:>9.2f} {t3 - t2:>10.2f} {t3 - t0:>8.2f}",
                 flush=True,
             )
 
