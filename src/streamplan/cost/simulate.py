@@ -17,6 +17,8 @@ Semantics (DESIGN §5):
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
 import math
 from collections import deque
@@ -77,7 +79,24 @@ def simulate(
     share queues). Raises ``ScheduleError`` when the schedule does not match the
     graph, waits on an op launched later, or deadlocks.
     """
-    model = resolve_cost(cost)
+    with _gc_paused():
+        return _simulate(graph, schedule, resolve_cost(cost), max_queues)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The simulator allocates millions of small objects that all stay alive until it returns;
+    the cyclic collector would rescan them again and again (super-linear at 100k ops)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queues: int | None) -> Timeline:
     order = schedule.launch_order
     index = _check_schedule(graph, schedule)
     costs = op_costs(graph, order, model)
