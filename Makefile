@@ -22,6 +22,7 @@ test: $(STAMP)
 # The figures in BENCHMARKS.md (several minutes on 2 cores; GPU validation is separate:
 # bench/gpu_validate.py on a machine with CUDA).
 bench: $(STAMP)
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/capture_time.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/calibrate_ios.py
 	$(PY) bench/schedule_scale.py
 	$(PY) bench/simulate_scale.py
