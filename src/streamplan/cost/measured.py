@@ -80,14 +80,9 @@ class MeasuredTable:
 
     @staticmethod
     def load(path: str | Path) -> MeasuredTable:
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except OSError as e:
-            raise FileFormatError(f"cannot read file: {e.strerror}", where=str(p)) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise FileFormatError(f"not valid JSON: {e}", where=str(p)) from None
-        return MeasuredTable.from_dict(data, source=str(p))
+        from streamplan.jsonfile import read_json
+
+        return MeasuredTable.from_dict(read_json(path), source=str(path))
 
 
 class MeasuredCostModel(CostModel):

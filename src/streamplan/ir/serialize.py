@@ -122,11 +122,6 @@ def save(graph: Graph, path: str | Path) -> None:
 
 
 def load(path: str | Path) -> Graph:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise FileFormatError(f"cannot read file: {e.strerror}", where=str(p)) from None
-    except UnicodeDecodeError:
-        raise FileFormatError("file is not UTF-8 text", where=str(p)) from None
-    return loads(text, source=str(p))
+    from streamplan.jsonfile import read_json
+
+    return graph_from_dict(read_json(path), source=str(path))

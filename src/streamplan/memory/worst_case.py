@@ -313,25 +313,11 @@ def _result(live: Liveness, witness, upper: int, exact: bool, method: str) -> Wo
 
 def _host_order_witness(live: Liveness, order: list[str]):
     """The host-order peak state: ops before launch i finished, op i running."""
-    index = live.hb.launch_index
-    delta = [0] * (len(order) + 1)
-    base = 0
-    for life in live.lives:
-        if life.creator is None:
-            base += life.nbytes
-            continue
-        birth = index[life.creator]
-        death = len(order) if life.persistent else max(index[u] for u in life.users) + 1
-        delta[birth] += life.nbytes
-        delta[death] -= life.nbytes
-    cur, best, at = base, base, -1
-    for i in range(len(order)):
-        cur += delta[i]
-        if cur > best or at < 0:
-            best, at = cur, i
-    if at < 0:
-        return best, (), ()
-    return best, tuple(order[:at]), (order[at],)
+    entries = _host_order_entries(live, order)
+    if not entries:
+        return sum(life.nbytes for life in live.lives if life.creator is None), (), ()
+    at = max(range(len(entries)), key=entries.__getitem__)  # the first launch at the peak
+    return entries[at], tuple(order[:at]), (order[at],)
 
 
 def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random):

@@ -108,14 +108,9 @@ class StreamSchedule:
 
     @staticmethod
     def load(path: str | Path) -> StreamSchedule:
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except OSError as e:
-            raise FileFormatError(f"cannot read file: {e.strerror}", where=str(p)) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise FileFormatError(f"not valid JSON: {e}", where=str(p)) from None
-        return StreamSchedule.from_dict(data, source=str(p))
+        from streamplan.jsonfile import read_json
+
+        return StreamSchedule.from_dict(read_json(path), source=str(path))
 
     def __str__(self) -> str:
         """One line per launch: ``op @sN`` with the events it waits for."""
