@@ -99,7 +99,9 @@ class FakeEvent:
 
 
 class FakeBackend:
-    """Runs everything at once on the CPU and logs each call as a tuple in ``calls``.
+    """Runs everything at once on ``device`` and logs each call as a tuple in ``calls``.
+
+    ``device="meta"`` runs shapes only: enough to check the bookkeeping of big graphs.
 
     Log entries: ``("create_stream", name)``, ``("launch", stream, label)`` (the host
     loop logs launches through ``note_launch``), ``("record_event", stream, event_id,
@@ -107,9 +109,8 @@ class FakeBackend:
     label)``, ``("delay", stream, label)``, ``("synchronize",)``.
     """
 
-    device = "cpu"
-
-    def __init__(self) -> None:
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
         self.calls: list[tuple[Any, ...]] = []
         self._current = FakeStream("default")
         self._next_event = 0
