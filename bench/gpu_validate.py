@@ -6,7 +6,10 @@ without CUDA graphs: run the schedule on CUDA streams, check the outputs against
 eager, and put the measured latency (CUDA events, median) and
 ``max_memory_allocated``/``max_memory_reserved`` next to the simulator's makespan
 (analytic H200 model, then again with the measured op table) and the ``torch-cuda``
-allocator replay (inputs and params included, on the simulated timeline).
+allocator replay (inputs and params included, on the simulated timeline), twice: from
+the graph's tensors alone, and with the ops' own memory measured here added (scratch
+per op, e.g. cuDNN workspaces, and what a stream keeps after its first matmul; see
+``streamplan.memory.allocators.op_memory``).
 
     python bench/gpu_validate.py --out gpu_validate.json --measured-out measured_h200.json
     python bench/gpu_validate.py --dry-run          # a tiny subset on the CPU
@@ -22,12 +25,27 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 MODELS = ("inception_v3", "randwire", "nasnet_a", "squeezenet", "resnet50", "bert_base")
 BATCHES = (1, 32)
 MIB = 2**20
+
+
+@dataclass
+class Measured:
+    """What the run measures besides the rows: the measured table's contents."""
+
+    ops: dict[str, float] = field(default_factory=dict)
+    scratch: dict[str, int] = field(default_factory=dict)
+    stream_workspace_bytes: int = 0
+
+    def table(self, device: str):
+        from streamplan.cost.measured import MeasuredTable
+
+        return MeasuredTable(device, dict(self.ops), dict(self.scratch), self.stream_workspace_bytes)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     graph_modes = (False,) if a.no_cuda_graphs or not a.device.startswith("cuda") else (False, True)
     t_start = time.perf_counter()
     rows: list[dict[str, Any]] = []
-    table_ops: dict[str, float] = {}
+    from streamplan.runtime.op_timing import stream_workspace_bytes
+
+    measured = Measured(stream_workspace_bytes=stream_workspace_bytes(a.device))
     kept: list[tuple[dict[str, Any], Any, Any]] = []  # row, graph, schedule (for the re-simulation)
     jobs = [(m, b) for m in a.models for b in a.batches]
     for k, (model, batch) in enumerate(jobs):
@@ -76,36 +96,35 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": model, "batch": batch, "skipped": "time budget"})
             continue
         _validate_model(
-            a, model, batch, policies, graph_modes, time.perf_counter() + share_s, rows, table_ops, kept
+            a, model, batch, policies, graph_modes, time.perf_counter() + share_s, rows, measured, kept
         )
     sim_device = "h200" if a.device.startswith("cuda") else "cpu"
-    _resimulate(kept, table_ops, sim_device)
+    _resimulate(kept, measured.ops, sim_device)
     result = {
         "device": _device_name(a.device),
         "args": vars(a),
         "rows": rows,
         "elapsed_s": time.perf_counter() - t_start,
+        "stream_workspace_bytes": measured.stream_workspace_bytes,
         "summary": _summary(rows),
     }
     Path(a.out).write_text(json.dumps(result, indent=1, default=str))
     if a.measured_out:
-        from streamplan.cost.measured import MeasuredTable
-
-        MeasuredTable(sim_device, table_ops).save(a.measured_out)
+        measured.table(sim_device).save(a.measured_out)
     _print_table(rows, result)
     return 0
 
 
-def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, table_ops, kept) -> None:
+def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, measured, kept) -> None:
     import torch
 
     from streamplan.cost.simulate import simulate
     from streamplan.frontends.torch_capture import capture
-    from streamplan.memory.allocators import replay
+    from streamplan.memory.allocators import OpMemory, replay
     from streamplan.runtime import compare_outputs, make_schedule, run
     from streamplan.runtime.compare import _flat_tensors
     from streamplan.runtime.interpret import initial_env, params_from_module
-    from streamplan.runtime.op_timing import op_times_ms
+    from streamplan.runtime.op_timing import op_scratch_bytes, op_times_ms
     from streamplan.zoo.registry import ZOO
 
     sim_device = "h200" if a.device.startswith("cuda") else "cpu"
@@ -119,7 +138,9 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, tabl
             reference = _flat_tensors(module(*inputs))
         params = params_from_module(graph, module)
         env = initial_env(graph, list(inputs), params, device=a.device)
-        table_ops.update(op_times_ms(graph, env, device=a.device, repeat=a.op_repeat))
+        measured.ops.update(op_times_ms(graph, env, device=a.device, repeat=a.op_repeat))
+        measured.scratch.update(op_scratch_bytes(graph, env, device=a.device))
+        op_memory = OpMemory.from_table(graph, measured.table(sim_device))
         del env
     except Exception as e:  # a model that cannot run here is reported, the others go on
         rows.append({"model": model, "batch": batch, "error": f"{type(e).__name__}: {e}"[:300]})
@@ -136,16 +157,20 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, tabl
                 if planned is None:
                     schedule = make_schedule(graph, policy, max_streams=a.max_streams)
                     timeline = simulate(graph, schedule, sim_device)
-                    predicted = replay(
-                        graph,
-                        schedule,
-                        "torch-cuda",
-                        timeline=timeline,
-                        include_inputs=True,
-                        include_params=True,
+                    predicted, with_ops = (
+                        replay(
+                            graph,
+                            schedule,
+                            "torch-cuda",
+                            timeline=timeline,
+                            include_inputs=True,
+                            include_params=True,
+                            op_memory=extra,
+                        )
+                        for extra in (None, op_memory)
                     )
-                    planned = (schedule, timeline, predicted)
-                schedule, timeline, predicted = planned
+                    planned = (schedule, timeline, predicted, with_ops)
+                schedule, timeline, predicted, with_ops = planned
                 result = run(
                     graph,
                     schedule,
@@ -170,6 +195,8 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, tabl
                     measured_reserved_bytes=result.max_memory_reserved_bytes,
                     predicted_allocated_bytes=predicted.allocated_peak_bytes,
                     predicted_reserved_bytes=predicted.reserved_peak_bytes,
+                    predicted_allocated_op_memory_bytes=with_ops.allocated_peak_bytes,
+                    predicted_reserved_op_memory_bytes=with_ops.reserved_peak_bytes,
                     measured_resident_bytes=resident,
                     predicted_resident_bytes=predicted.resident_bytes,
                     # allocated before the timed runs beyond inputs+params: cuBLAS workspaces per stream...
@@ -226,6 +253,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     eager_rows = [r for r in done if not r["cuda_graph"] and r.get("measured_allocated_bytes")]
     alloc_err = [abs(_rel(r["predicted_allocated_bytes"], r["measured_allocated_bytes"])) for r in eager_rows]
+    alloc_err_ops = [
+        abs(_rel(r["predicted_allocated_op_memory_bytes"], r["measured_allocated_bytes"])) for r in eager_rows
+    ]
     return {
         "rows_run": len(done),
         "rows_skipped": sum(1 for r in rows if "skipped" in r),
@@ -236,6 +266,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "allocated_rows_within_2pct": sum(1 for e in alloc_err if e <= 0.02),
         "allocated_rows": len(alloc_err),
         "allocated_max_abs_rel_error": max(alloc_err) if alloc_err else None,
+        "allocated_rows_within_2pct_with_op_memory": sum(1 for e in alloc_err_ops if e <= 0.02),
+        "allocated_max_abs_rel_error_with_op_memory": max(alloc_err_ops) if alloc_err_ops else None,
     }
 
 
@@ -265,6 +297,8 @@ def _print_table(rows: list[dict[str, Any]], result: dict[str, Any]) -> None:
         "alloc MiB",
         "pred MiB",
         "err",
+        "+ops MiB",
+        "err",
         "resv MiB",
         "pred MiB",
         "err",
@@ -279,7 +313,7 @@ def _print_table(rows: list[dict[str, Any]], result: dict[str, Any]) -> None:
             "y" if r.get("cuda_graph") else "n",
         )
         if "measured_ms" not in r:
-            lines.append(base + (r.get("skipped") or ("error: " + r.get("error", "?"))[:60],) + ("",) * 11)
+            lines.append(base + (r.get("skipped") or ("error: " + r.get("error", "?"))[:60],) + ("",) * 13)
             continue
         alloc, resv = r["measured_allocated_bytes"], r["measured_reserved_bytes"]
         lines.append(
@@ -293,6 +327,8 @@ def _print_table(rows: list[dict[str, Any]], result: dict[str, Any]) -> None:
                 f"{alloc / MIB:.1f}" if alloc else "-",
                 f"{r['predicted_allocated_bytes'] / MIB:.1f}",
                 _pct(_rel(r["predicted_allocated_bytes"], alloc)),
+                f"{r['predicted_allocated_op_memory_bytes'] / MIB:.1f}",
+                _pct(_rel(r["predicted_allocated_op_memory_bytes"], alloc)),
                 f"{resv / MIB:.1f}" if resv else "-",
                 f"{r['predicted_reserved_bytes'] / MIB:.1f}",
                 _pct(_rel(r["predicted_reserved_bytes"], resv)),

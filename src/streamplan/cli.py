@@ -32,6 +32,12 @@ DtypeOpt = typer.Option(None, "--dtype", help="float32 (default), float16, bfloa
 JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON only")
 StreamsOpt = typer.Option(8, "--max-streams", min=1, help="cap on streams (hardware default: 8 queues)")
 DeviceOpt = typer.Option("v100", "--device", help="device profile: v100, a100, h100, h200, cpu")
+MeasuredOpt = typer.Option(
+    None,
+    "--measured",
+    help="measured op table (bench/gpu_validate.py --measured-out): op times for the simulator "
+    "(the --device profile covers ops it lacks) and op scratch for the torch-cuda replay",
+)
 
 
 def _load(model: str, batch: int | None, dtype: str | None):
@@ -225,11 +231,13 @@ def simulate(
     schedule_file: str | None = typer.Option(None, "--schedule", help="use a saved schedule"),
     trace: str | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace JSON"),
     force: bool = typer.Option(False, "--force"),
+    measured: str | None = MeasuredOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
     from streamplan.cost.simulate import simulate as run_sim
     from streamplan.report.files import write_output
+    from streamplan.report.pipeline import measured_cost, measured_note
     from streamplan.report.trace import dumps_trace
     from streamplan.schedule.registry import make_schedule
     from streamplan.schedule.schedule import StreamSchedule
@@ -242,7 +250,8 @@ def simulate(
         options = {"device": device, "progress": not as_json} if policy == "ios" else {}
         s = make_schedule(g, policy, max_streams=max_streams, **options)
     verify_schedule(g, s)
-    tl = run_sim(g, s, device)
+    cost = measured_cost(measured, device)
+    tl = run_sim(g, s, cost if cost is not None else device)
     if trace:
         from streamplan.memory.simulated import simulated_memory
 
@@ -262,6 +271,8 @@ def simulate(
         "makespan_ms": tl.makespan_ms,
         "stream_busy_ms": {str(k): v for k, v in sorted(tl.stream_busy_ms.items())},
     }
+    if cost is not None:
+        result["measured"] = {"hits": cost.hits, "misses": cost.misses}
     if as_json:
         _emit_json(result)
         return
@@ -273,6 +284,8 @@ def simulate(
         out.print(
             f"  stream {k}: busy {fmt_ms(v)} ({100 * v / tl.makespan_ms if tl.makespan_ms else 0:.0f}%)"
         )
+    if cost is not None:
+        out.print(f"  {measured_note(cost)}")
     if trace:
         err.print(f"wrote {trace} (open in ui.perfetto.dev)")
 
@@ -351,6 +364,7 @@ def memory_cmd(
     device_memory: float | None = typer.Option(
         None, "--device-memory-gib", help="check the torch-cuda replay against this capacity"
     ),
+    measured: str | None = MeasuredOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Every memory figure for one schedule, and the host-order trace."""
@@ -367,6 +381,7 @@ def memory_cmd(
         include_params=include_params,
         device_memory_bytes=int(device_memory * (1 << 30)) if device_memory else None,
         as_json=as_json,
+        measured=measured,
     )
 
 

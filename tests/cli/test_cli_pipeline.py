@@ -152,3 +152,30 @@ def test_demo_answers_the_seed_question():
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
     assert "five tensors" in text and "inception_v3" in text and "ios" in text
+
+
+def test_measured_table_times_the_simulation_and_adds_op_memory(tmp_path):
+    """A measured table (what bench/gpu_validate.py writes) replaces op costs and adds op scratch."""
+    from streamplan.cost.measured import MeasuredTable, op_signature
+    from streamplan.models import load_model
+
+    g = load_model("seed-example2")
+    ops = {op_signature(g, n): 1.0 for n in g.nodes}  # every op 1 ms
+    scratch = {op_signature(g, g.nodes[0]): 64 * MiB}
+    table = tmp_path / "m.json"
+    MeasuredTable("h200", ops, scratch).save(table)
+    r = sp("simulate", "seed-example2", "--policy", "sequential", "--measured", str(table), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["measured"] == {"hits": len(g.nodes), "misses": 0}
+    assert d["makespan_ms"] >= len(g.nodes) * 1.0
+    base = json.loads(sp("memory", "seed-example2", "--json").stdout)
+    r = sp("memory", "seed-example2", "--measured", str(table), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["measured"]["op_memory"] is True
+    grown = d["allocators"]["torch-cuda"]["allocated_peak_bytes"]
+    assert grown >= base["allocators"]["torch-cuda"]["allocated_peak_bytes"] + 64 * MiB
+    assert d["allocators"]["exact"] == base["allocators"]["exact"]  # the graph's tensors only
+    table.write_text('{"schema": "streamplan.measured", "ops": {"x": "fast"}}')
+    _assert_user_error(sp("memory", "seed-example2", "--measured", str(table)), "malformed")

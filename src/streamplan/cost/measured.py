@@ -3,11 +3,15 @@
 File format (what the runtime's GPU measurement script writes)::
 
     {"schema": "streamplan.measured", "version": 1, "device": "h200",
-     "ops": {"<op_signature>": ms, ...}}
+     "ops": {"<op_signature>": ms, ...},
+     "scratch_bytes": {"<op_signature>": bytes, ...},     # optional
+     "stream_workspace_bytes": bytes}                       # optional
 
 ``op_signature`` names an op by what decides its latency: the op name, its input
 shapes and dtypes, and the scalar/list call arguments (strides, padding, groups...).
-Two nodes with the same signature cost the same.
+Two nodes with the same signature cost the same. ``scratch_bytes`` and
+``stream_workspace_bytes`` are the device memory ops take beyond the graph's tensors
+(see ``memory.allocators.op_memory``); the ``torch-cuda`` replay adds them.
 """
 
 from __future__ import annotations
@@ -53,13 +57,27 @@ def _key_args(args: Any) -> str:
 
 @dataclass(frozen=True)
 class MeasuredTable:
-    """Measured latencies (ms) by op signature, for one device."""
+    """Measured latencies (ms) by op signature, for one device, and the ops' own device memory.
+
+    ``scratch_bytes``: transient bytes an op allocates beyond its outputs, by
+    signature. ``stream_workspace_bytes``: what a stream keeps after its first BLAS
+    call (cuBLAS workspaces held by the caching allocator; 0 when none).
+    """
 
     device: str
     ops: dict[str, float] = field(default_factory=dict)
+    scratch_bytes: dict[str, int] = field(default_factory=dict)
+    stream_workspace_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "version": 1, "device": self.device, "ops": dict(self.ops)}
+        return {
+            "schema": SCHEMA,
+            "version": 1,
+            "device": self.device,
+            "ops": dict(self.ops),
+            "scratch_bytes": dict(self.scratch_bytes),
+            "stream_workspace_bytes": self.stream_workspace_bytes,
+        }
 
     @staticmethod
     def from_dict(data: Any, *, source: str = "<dict>") -> MeasuredTable:
@@ -67,7 +85,12 @@ class MeasuredTable:
             if not isinstance(data, dict) or data.get("schema") != SCHEMA:
                 raise ValueError(f'schema is not "{SCHEMA}"')
             ops = {str(k): float(v) for k, v in data["ops"].items()}
-            return MeasuredTable(str(data.get("device", "")), ops)
+            scratch = {str(k): int(v) for k, v in data.get("scratch_bytes", {}).items()}
+            if any(v < 0 for v in scratch.values()) or int(data.get("stream_workspace_bytes", 0)) < 0:
+                raise ValueError("byte counts must not be negative")
+            return MeasuredTable(
+                str(data.get("device", "")), ops, scratch, int(data.get("stream_workspace_bytes", 0))
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise FileFormatError(
                 f"malformed measured-latency table ({e})",

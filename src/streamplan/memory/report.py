@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
@@ -14,6 +14,9 @@ from streamplan.memory.liveness import Includes, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
 from streamplan.schedule.schedule import StreamSchedule
+
+if TYPE_CHECKING:
+    from streamplan.memory.allocators.op_memory import OpMemory
 
 MIB = 1 << 20
 
@@ -105,8 +108,13 @@ def analyze_memory(
     include_params: bool = False,
     device_memory_bytes: int | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    op_memory: OpMemory | None = None,
 ) -> MemoryReport:
-    """Every memory figure of ``schedule`` (simulated only with a ``timeline``)."""
+    """Every memory figure of ``schedule`` (simulated only with a ``timeline``).
+
+    ``op_memory`` (measured op scratch and stream workspaces) goes into the
+    ``torch-cuda`` replay only: the other figures count the graph's tensors.
+    """
     live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     host = trace_from_liveness(live, schedule)
     arena = plan_arena(graph, schedule, live=live)
@@ -118,7 +126,9 @@ def analyze_memory(
     sim = None
     if timeline is not None:
         sim = simulated_memory(graph, schedule, timeline, live=live)
-    torch_cuda = _torch_cuda(graph, schedule, timeline, include_inputs, include_params, device_memory_bytes)
+    torch_cuda = _torch_cuda(
+        graph, schedule, timeline, include_inputs, include_params, device_memory_bytes, op_memory
+    )
     return MemoryReport(
         graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes, device_memory_bytes
     )
@@ -131,6 +141,7 @@ def _torch_cuda(
     include_inputs: bool,
     include_params: bool,
     device_memory_bytes: int | None,
+    op_memory: OpMemory | None,
 ) -> dict[str, int] | None:
     try:
         from streamplan.memory.allocators import replay
@@ -144,5 +155,6 @@ def _torch_cuda(
         include_inputs=include_inputs,
         include_params=include_params,
         device_memory_bytes=device_memory_bytes,
+        op_memory=op_memory,
     )
     return {"allocated_peak_bytes": rep.allocated_peak_bytes, "reserved_peak_bytes": rep.reserved_peak_bytes}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from streamplan.ir.graph import Graph
-from streamplan.report.pipeline import scheduled_and_simulated
+from streamplan.report.pipeline import measured_cost, measured_note, scheduled_and_simulated
 
 
 def memory_command(
@@ -22,13 +22,20 @@ def memory_command(
     include_params: bool,
     device_memory_bytes: int | None,
     as_json: bool,
+    measured: str | None = None,
 ) -> None:
-    """Print the memory report of one schedule and its host-order trace (one line per launch)."""
-    from streamplan.memory.allocators import MODELS, replay
+    """Print the memory report of one schedule and its host-order trace (one line per launch).
+
+    ``measured`` (a measured table) times the simulation and adds the ops' own memory
+    to the ``torch-cuda`` replay.
+    """
+    from streamplan.memory.allocators import MODELS, OpMemory, replay
     from streamplan.memory.report import analyze_memory
 
+    cost = measured_cost(measured, device)
+    op_memory = OpMemory.from_table(graph, cost.table) if cost is not None else None
     s, tl = scheduled_and_simulated(
-        graph, policy, max_streams=max_streams, device=device, progress=not as_json
+        graph, policy, max_streams=max_streams, device=device, progress=not as_json, cost=cost
     )
     report = analyze_memory(
         graph,
@@ -37,6 +44,7 @@ def memory_command(
         include_inputs=include_inputs,
         include_params=include_params,
         device_memory_bytes=device_memory_bytes,
+        op_memory=op_memory,
     )
     allocators = {
         m: replay(
@@ -47,6 +55,7 @@ def memory_command(
             include_inputs=include_inputs,
             include_params=include_params,
             device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None,
+            op_memory=op_memory if m == "torch-cuda" else None,
         )
         for m in MODELS
     }
@@ -54,12 +63,21 @@ def memory_command(
         d = report.to_dict()
         d["device"] = device
         d["makespan_ms"] = tl.makespan_ms
+        if cost is not None:
+            d["measured"] = {"hits": cost.hits, "misses": cost.misses, "op_memory": bool(op_memory)}
         d["host_order_trace"] = report.host_order.to_dict()
         d["allocators"] = {m: r.to_dict(trace=False) for m, r in allocators.items()}
         emit_json(d)
         return
     for line in report.lines():
         out.print(line, markup=False)
+    if cost is not None:
+        extra = (
+            " and op scratch/workspaces in torch-cuda"
+            if op_memory is not None and not op_memory.empty
+            else ""
+        )
+        out.print(f"  {measured_note(cost)}{extra}", markup=False)
     out.print("  allocator replays of the host order (allocated / reserved peak):", markup=False)
     for m, r in allocators.items():
         oom = (

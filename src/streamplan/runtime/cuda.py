@@ -113,7 +113,9 @@ def measure_cuda(
     Before the timed runs the cache is emptied and the peak stats reset, so
     ``max_memory_reserved`` describes a fresh allocator with the inputs and params
     already resident (they count in both figures; ``resident_bytes`` is what was
-    allocated at that point, cuBLAS workspaces of the streams included). ``chaos_seed``
+    allocated at that point). Without CUDA graphs the cuBLAS workspaces that earlier
+    work left on any stream are released first, so the workspaces the timed runs hold
+    are those of the schedule's own streams (what ``OpMemory`` models). ``chaos_seed``
     adds chaos delays (``torch.cuda._sleep`` on the op's stream; not with CUDA
     graphs). With ``cuda_graph`` the schedule is captured once (side streams forked
     from the capture stream) and replayed.
@@ -146,6 +148,7 @@ def measure_cuda(
     torch.cuda.synchronize()
     if replay is None:
         outputs = ()  # warm-up outputs must not count as resident
+        _clear_blas_workspaces()  # the timed runs make their streams' workspaces, as the replay does
         torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     resident_bytes = int(torch.cuda.memory_allocated())  # inputs, params, cuBLAS workspaces...
@@ -171,3 +174,13 @@ def measure_cuda(
         "max_memory_reserved_bytes": int(torch.cuda.max_memory_reserved()),
         "resident_bytes": resident_bytes,
     }
+
+
+def _clear_blas_workspaces() -> None:
+    """Release the cuBLAS/cuBLASLt workspaces torch keeps per (handle, stream), where torch can."""
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        torch.cuda.synchronize()
+        clear()

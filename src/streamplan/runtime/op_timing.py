@@ -1,18 +1,31 @@
-"""Standalone latency of each op, measured on the device, in the cost model's measured-table form.
+"""What each op costs alone on the device, in the cost model's measured-table form.
 
-The graph is run once in graph order keeping every value; then each distinct op
-signature (``cost.measured.op_signature``) is timed alone: ``repeat`` back-to-back
-calls between two CUDA events (``time.perf_counter`` on the CPU, torch at one
-thread), after one warm-up call, and the mean per call is kept.
+``op_times_ms``: the graph is run once in graph order keeping every value; each
+distinct op signature (``cost.measured.op_signature``) is timed alone: ``repeat``
+back-to-back calls between two CUDA events (``time.perf_counter`` on the CPU, torch
+at one thread), after one warm-up call, and the mean per call is kept.
+
+``op_scratch_bytes``: the same walk, but each new signature is called once more
+after its warm-up and the memory it took beyond what it returned is kept: on CUDA
+the caching allocator's peak during the call minus what is allocated when it
+returns (outputs held), so cuDNN workspaces count; on the CPU the peak of tensors
+created inside the call (a dispatch-mode tracker sees the kernels a composite op
+runs) minus those still alive when it returns.
+
+``stream_workspace_bytes``: what a fresh CUDA stream keeps allocated after its first
+matmuls (cuBLAS/cuBLASLt workspaces held by the caching allocator).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+import weakref
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from streamplan.ir.graph import Graph
 from streamplan.runtime.interpret import call_node
@@ -54,3 +67,113 @@ def _time_calls(node: Any, env: dict[str, Any], device: str, repeat: int, cuda: 
     for _ in range(repeat):
         call_node(node, env, device)
     return (time.perf_counter() - t0) * 1e3 / repeat
+
+
+def op_scratch_bytes(graph: Graph, env: dict[str, Any], *, device: str = "cpu") -> dict[str, int]:
+    """Transient bytes per op signature beyond the op's outputs (``MeasuredTable.scratch_bytes``)."""
+    from streamplan.cost.measured import op_signature
+    from streamplan.runtime.execute import one_thread
+
+    cuda = device.startswith("cuda")
+    env = dict(env)
+    scratch: dict[str, int] = {}
+    threads = contextlib.nullcontext() if cuda else one_thread()
+    with torch.inference_mode(), threads:
+        for node in graph.nodes:
+            sig = op_signature(graph, node)
+            if sig not in scratch:
+                call_node(node, env, device)  # warm-up: lazy library state is not scratch
+                scratch[sig] = _cuda_scratch(node, env, device) if cuda else _cpu_scratch(node, env)
+            env.update(zip(node.outputs, call_node(node, env, device), strict=True))
+    return scratch
+
+
+def _cuda_scratch(node: Any, env: dict[str, Any], device: str) -> int:
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    outputs = call_node(node, env, device)
+    torch.cuda.synchronize()
+    scratch = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
+    del outputs
+    return max(0, int(scratch))
+
+
+def _cpu_scratch(node: Any, env: dict[str, Any]) -> int:
+    known = {t.untyped_storage().data_ptr() for t in env.values() if isinstance(t, torch.Tensor)}
+    tracker = _CreatedTensors(known)
+    with tracker:
+        outputs = call_node(node, env, "cpu")
+    scratch = tracker.peak_bytes - tracker.live_bytes
+    del outputs
+    return max(0, scratch)
+
+
+class _CreatedTensors(TorchDispatchMode):
+    """Live bytes of the storages created by the kernels run inside the mode, and their peak.
+
+    A storage counts from the kernel that returns it first until the last tensor
+    seen on it is freed; storages in ``known`` (the op's inputs) never count.
+    """
+
+    def __init__(self, known: set[int]) -> None:
+        super().__init__()
+        self._known = known
+        self._refs: dict[int, list[int]] = {}  # data_ptr -> [nbytes, tensors alive]
+        self.live_bytes = 0
+        self.peak_bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        kwargs = kwargs or {}
+        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+            with self:  # run the composite's own kernels under the mode, to see its temporaries
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self._track(t)
+        return out
+
+    def _track(self, t: torch.Tensor) -> None:
+        storage = t.untyped_storage()
+        ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        if nbytes == 0 or ptr in self._known:
+            return
+        entry = self._refs.get(ptr)
+        if entry is None:
+            self._refs[ptr] = [nbytes, 1]
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        else:
+            entry[1] += 1
+        weakref.finalize(t, self._release, ptr)
+
+    def _release(self, ptr: int) -> None:
+        entry = self._refs.get(ptr)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._refs[ptr]
+            self.live_bytes -= entry[0]
+
+
+def stream_workspace_bytes(device: str = "cuda") -> int:
+    """Bytes a fresh CUDA stream keeps allocated after its first mm and addmm (0 off CUDA)."""
+    if not device.startswith("cuda"):
+        return 0
+    a = torch.randn(64, 64, device=device)
+    bias = torch.randn(64, device=device)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    with torch.cuda.stream(stream):
+        c = a @ a
+        d = torch.nn.functional.linear(a, a, bias)  # the cuBLASLt path where torch uses it
+    torch.cuda.synchronize()
+    kept = (
+        torch.cuda.memory_allocated() - before - c.untyped_storage().nbytes() - d.untyped_storage().nbytes()
+    )
+    return max(0, int(kept))

@@ -10,6 +10,7 @@ from streamplan.errors import BudgetError, ModelSpecError, ScheduleError
 from streamplan.ir.graph import Graph
 from streamplan.memory.allocators._base import OutOfMemory
 from streamplan.memory.allocators.exact import ExactAllocator
+from streamplan.memory.allocators.op_memory import OpMemory
 from streamplan.memory.allocators.page import PageAllocator
 from streamplan.memory.allocators.pow2 import Pow2Allocator
 from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, AllocatorStep
@@ -39,6 +40,7 @@ def replay(
     include_inputs: bool = False,
     include_params: bool = False,
     live: Liveness | None = None,
+    op_memory: OpMemory | None = None,
 ) -> AllocatorReport:
     """Replay ``schedule``'s host launch order through allocator ``model`` (one of ``MODELS``).
 
@@ -59,6 +61,11 @@ def replay(
     allocator: the replay stops at the first request that does not fit even after
     the cache is emptied, and ``oom`` says where. ``live`` reuses a ``liveness``
     already computed for this graph, schedule and include flags.
+
+    ``op_memory`` adds what ops allocate beyond the graph's tensors (measured
+    scratch and per-stream library workspaces, see ``op_memory``): each op's scratch
+    is allocated after its outputs on its stream and freed at once; a stream's
+    workspace is allocated at its first BLAS op and kept.
     """
     name = _model_name(model)
     if device_memory_bytes is not None and device_memory_bytes <= 0:
@@ -78,9 +85,11 @@ def replay(
     trace: list[AllocatorStep] = []
     oom = None
     op: str | None = None
-    sid = ""
+    sid, nbytes = "", 0  # the request being made (named if it fails)
+    extra = op_memory if op_memory is not None and not op_memory.empty else None
+    with_workspace: set[int] = set()
     try:
-        for sid, nbytes in residents:  # noqa: B007 (sid names a failing request)
+        for sid, nbytes in residents:  # noqa: B007
             if nbytes > 0:
                 alloc.malloc(nbytes, RESIDENT_STREAM, None)
         last_on_stream: dict[int, str] = {}
@@ -92,6 +101,18 @@ def replay(
             for sid, nbytes in allocs[i]:
                 if nbytes > 0:
                     handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream)
+            if extra is not None:
+                if (
+                    extra.stream_workspace_bytes
+                    and op in extra.workspace_ops
+                    and stream not in with_workspace
+                ):
+                    sid, nbytes = f"{op}:stream-workspace", extra.stream_workspace_bytes
+                    alloc.malloc(nbytes, stream, now_ms)
+                    with_workspace.add(stream)
+                if extra.scratch_bytes.get(op, 0) > 0:
+                    sid, nbytes = f"{op}:scratch", extra.scratch_bytes[op]
+                    alloc.free(alloc.malloc(nbytes, stream, now_ms), None)
             trace.append(AllocatorStep(op, alloc.allocated_bytes, alloc.reserved_bytes))
             for sid in frees[i]:
                 entry = handles.pop(sid, None)
@@ -99,7 +120,6 @@ def replay(
                     others = stream_uses[sid] - {entry[1]}
                     alloc.free(entry[0], _ready_ms(others, last_on_stream, spans))
     except OutOfMemory as e:
-        nbytes = graph.storages()[sid].nbytes
         oom = AllocatorOOM(
             op,
             sid,
@@ -122,6 +142,7 @@ def replay(
         include_inputs=include_inputs,
         include_params=include_params,
         uses_timeline=spans is not None,
+        op_memory=extra is not None,
     )
 
 

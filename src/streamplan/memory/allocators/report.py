@@ -61,6 +61,7 @@ class AllocatorReport:
     ``alloc_retries`` how often the out-of-memory path freed the cache and retried.
     ``resident_bytes`` is what the included inputs/params take (allocated first,
     never freed); activations only when both ``include_*`` flags are False.
+    ``op_memory`` says whether measured op scratch and stream workspaces were added.
     """
 
     model: str
@@ -75,6 +76,7 @@ class AllocatorReport:
     include_inputs: bool
     include_params: bool
     uses_timeline: bool
+    op_memory: bool = False
 
     def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
         """JSON-ready dict; ``trace=False`` leaves out the per-launch trace."""
@@ -89,6 +91,7 @@ class AllocatorReport:
             "include_inputs": self.include_inputs,
             "include_params": self.include_params,
             "uses_timeline": self.uses_timeline,
+            "op_memory": self.op_memory,
             "oom": self.oom.to_dict() if self.oom else None,
         }
         if trace:
@@ -103,6 +106,7 @@ class AllocatorReport:
             "activations"
             + ("+inputs" if self.include_inputs else "")
             + ("+params" if self.include_params else "")
+            + ("+op scratch" if self.op_memory else "")
         )
         text = (
             f"allocator {self.model} ({what}): allocated peak {self.allocated_peak_bytes / MIB:.2f} MiB, "
