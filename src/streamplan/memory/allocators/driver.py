@@ -64,8 +64,9 @@ def replay(
 
     ``op_memory`` adds what ops allocate beyond the graph's tensors (measured
     scratch and per-stream library workspaces, see ``op_memory``): each op's scratch
-    is allocated after its outputs on its stream and freed at once; a stream's
-    workspace is allocated at its first BLAS op and kept.
+    is allocated after its outputs on its stream and freed at once; every stream
+    that runs a BLAS op holds a workspace from the start (after the residents), as
+    in every run after the first, where the first run's workspaces are still held.
     """
     name = _model_name(model)
     if device_memory_bytes is not None and device_memory_bytes <= 0:
@@ -87,11 +88,14 @@ def replay(
     op: str | None = None
     sid, nbytes = "", 0  # the request being made (named if it fails)
     extra = op_memory if op_memory is not None and not op_memory.empty else None
-    with_workspace: set[int] = set()
     try:
         for sid, nbytes in residents:  # noqa: B007
             if nbytes > 0:
                 alloc.malloc(nbytes, RESIDENT_STREAM, None)
+        if extra is not None and extra.stream_workspace_bytes:
+            for stream in sorted({schedule.streams[w] for w in extra.workspace_ops if w in schedule.streams}):
+                sid, nbytes = f"stream {stream} workspace", extra.stream_workspace_bytes
+                alloc.malloc(nbytes, stream, None)
         last_on_stream: dict[int, str] = {}
         streams = schedule.streams
         for i, op in enumerate(schedule.launch_order):
@@ -101,18 +105,9 @@ def replay(
             for sid, nbytes in allocs[i]:
                 if nbytes > 0:
                     handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream)
-            if extra is not None:
-                if (
-                    extra.stream_workspace_bytes
-                    and op in extra.workspace_ops
-                    and stream not in with_workspace
-                ):
-                    sid, nbytes = f"{op}:stream-workspace", extra.stream_workspace_bytes
-                    alloc.malloc(nbytes, stream, now_ms)
-                    with_workspace.add(stream)
-                if extra.scratch_bytes.get(op, 0) > 0:
-                    sid, nbytes = f"{op}:scratch", extra.scratch_bytes[op]
-                    alloc.free(alloc.malloc(nbytes, stream, now_ms), None)
+            if extra is not None and extra.scratch_bytes.get(op, 0) > 0:
+                sid, nbytes = f"{op}:scratch", extra.scratch_bytes[op]
+                alloc.free(alloc.malloc(nbytes, stream, now_ms), None)
             trace.append(AllocatorStep(op, alloc.allocated_bytes, alloc.reserved_bytes))
             for sid in frees[i]:
                 entry = handles.pop(sid, None)

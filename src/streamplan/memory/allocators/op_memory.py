@@ -40,8 +40,9 @@ class OpMemory:
     """What the replay allocates besides the graph's storages.
 
     ``scratch_bytes`` maps node ids to transient bytes (allocated after the op's
-    outputs on its stream, freed when it returns); ``stream_workspace_bytes`` is
-    allocated once on each stream at its first op in ``workspace_ops`` and kept.
+    outputs on its stream, freed when it returns); ``stream_workspace_bytes`` is held
+    by each stream that runs an op in ``workspace_ops`` (made by its first BLAS call
+    and kept, so every later run holds it from the start).
     """
 
     scratch_bytes: Mapping[str, int] = field(default_factory=dict)
