@@ -117,9 +117,12 @@ def test_run_cpu_chaos_json():
         "measured_ms",
         "measured_peak_bytes",
         "predicted_peak_bytes",
+        "tracked_peak_bytes",
+        "predicted_tracked_peak_bytes",
     ):
         assert key in d
     assert 3 * MiB <= d["measured_peak_bytes"] <= 4 * MiB
+    assert d["tracked_peak_bytes"] >= d["measured_peak_bytes"]  # the kernels' own allocations
 
 
 @pytest.mark.slow

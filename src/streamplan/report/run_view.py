@@ -74,6 +74,7 @@ def run_command(
         max_streams=max_streams,
         seed=seed,
         graph=graph,
+        track_allocations=device == "cpu",
     )
     profile = device_profile_for(device)
     tl = simulate(graph, cmp.schedule, profile)
@@ -96,6 +97,10 @@ def run_command(
         tc = replay(graph, cmp.schedule, "torch-cuda", timeline=tl, include_inputs=True, include_params=True)
         d["predicted_max_memory_allocated_bytes"] = tc.allocated_peak_bytes
         d["predicted_max_memory_reserved_bytes"] = tc.reserved_peak_bytes
+    tracked = cmp.result.tracked_peak_bytes
+    if tracked is not None:
+        d["predicted_tracked_peak_bytes"] = _tracked_prediction(graph, cmp)
+        d["tracked_peak_relative_error"] = _rel(d["predicted_tracked_peak_bytes"], tracked)
     if as_json:
         emit_json(d)
         return
@@ -124,7 +129,25 @@ def run_command(
             f"{fmt_bytes(d['predicted_max_memory_allocated_bytes'])}; reserved measured "
             f"{fmt_bytes(d['max_memory_reserved_bytes'])}, predicted {fmt_bytes(d['predicted_max_memory_reserved_bytes'])}"
         )
+    if tracked is not None:
+        rel_t = d["tracked_peak_relative_error"]
+        out.print(
+            f"  kernel allocations (op scratch included) measured {fmt_bytes(tracked)}, predicted "
+            f"{fmt_bytes(d['predicted_tracked_peak_bytes'])} in host order with measured op scratch"
+            + (f" ({rel_t:+.1%})" if rel_t is not None else "")
+        )
     if device == "cpu" and cmp.schedule.num_streams > 1:
         out.print(
             "  note: on this CPU each stream is a thread; with few cores, multi-stream runs are rarely faster."
         )
+
+
+def _tracked_prediction(graph, cmp) -> int:
+    """The ``exact`` allocator in host order plus the op scratch measured before the run."""
+    from streamplan.cost.measured import MeasuredTable
+    from streamplan.memory.allocators import OpMemory, replay
+
+    table = MeasuredTable("cpu", {}, cmp.meta.get("op_scratch_bytes", {}))
+    return replay(
+        graph, cmp.schedule, "exact", op_memory=OpMemory.from_table(graph, table)
+    ).allocated_peak_bytes

@@ -76,6 +76,7 @@ class Comparison:
             "max_memory_reserved_bytes": self.result.max_memory_reserved_bytes,
             "predicted_peak_bytes": self.predicted_peak_bytes,
             "predicted_ms": self.predicted_ms,
+            "tracked_peak_bytes": self.result.tracked_peak_bytes,
             "chaos": bool(self.result.meta.get("chaos", False)),
         }
 
@@ -131,12 +132,15 @@ def run_and_compare(
     seed: int = 0,
     cuda_graph: bool = False,
     graph: Graph | None = None,
+    track_allocations: bool = False,
 ) -> Comparison:
     """Capture/load ``model``, schedule it with ``policy``, run it, compare with eager.
 
     ``model`` is a model spec (zoo name, ``random:N``, graph ``.json``, ``file.py:fn``)
     or ``(module, example_inputs)``. ``graph`` skips capture when the caller already
-    has the captured graph of that module.
+    has the captured graph of that module. ``track_allocations`` (CPU) also counts
+    the kernels' real allocations in one more run and measures each op's scratch
+    (``meta["op_scratch_bytes"]``, by op signature) to predict them.
     """
     from streamplan.runtime.execute import run
 
@@ -165,9 +169,16 @@ def run_and_compare(
         repeat=repeat,
         warmup=warmup,
         cuda_graph=cuda_graph,
+        track_allocations=track_allocations,
     )
     ok, max_abs, max_rel = compare_outputs(result.outputs, ref)
-    return Comparison(name, policy, device, ok, max_abs, max_rel, result, schedule)
+    meta = {}
+    if track_allocations and device == "cpu":
+        from streamplan.runtime.op_timing import op_scratch_bytes
+
+        env = initial_env(graph, env_inputs, params, seed=seed)
+        meta["op_scratch_bytes"] = op_scratch_bytes(graph, env, device="cpu")
+    return Comparison(name, policy, device, ok, max_abs, max_rel, result, schedule, meta=meta)
 
 
 def _load(model: str | tuple[Any, Any], batch: int | None, graph: Graph | None):

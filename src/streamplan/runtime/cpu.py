@@ -14,6 +14,7 @@ one lock); graph outputs are kept.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -25,7 +26,7 @@ import torch
 from streamplan.errors import ExecutionError
 from streamplan.ir.graph import Graph, Node
 from streamplan.runtime.interpret import call_node
-from streamplan.runtime.measure import LiveBytes
+from streamplan.runtime.measure import AllocatedBytes, LiveBytes
 from streamplan.schedule.schedule import StreamSchedule
 
 CHAOS_MAX_DELAY_S = 0.002
@@ -137,35 +138,48 @@ class _State:
             )
 
 
-def _worker(state: _State, ops: tuple[str, ...], delays: dict[str, float], device: Any, grad: bool) -> None:
+def _worker(
+    state: _State,
+    ops: tuple[str, ...],
+    delays: dict[str, float],
+    device: Any,
+    grad: bool,
+    allocations: AllocatedBytes | None,
+) -> None:
     torch.set_grad_enabled(grad)  # grad mode is per thread: follow the caller's
     try:
-        for op in ops:
-            for u in state.waits.get(op, ()):
-                ev = state.events[u]
-                waited = 0.0
-                while not ev.wait(WAIT_POLL_S):
-                    if state.abort.is_set():
-                        return
-                    waited += WAIT_POLL_S
-                    if waited > DEADLOCK_TIMEOUT_S:
-                        raise ExecutionError(
-                            f"%{op} waited {DEADLOCK_TIMEOUT_S:.0f} s for %{u}: deadlock",
-                            where=state.graph.name,
-                            hint="the schedule's waits cannot be met",
-                        )
-            if state.abort.is_set():
-                return
-            if delays:
-                time.sleep(delays[op])
-            inputs = state.take_inputs(op)
-            outputs = call_node(state.graph.node(op), inputs, device)
-            state.finish(op, outputs)
-            ev = state.events.get(op)
-            if ev is not None:
-                ev.set()
+        with allocations.mode() if allocations is not None else contextlib.nullcontext():
+            _run_ops(state, ops, delays, device)
     except BaseException as e:  # noqa: BLE001 - handed to the main thread
         state.fail(e)
+
+
+def _run_ops(state: _State, ops: tuple[str, ...], delays: dict[str, float], device: Any) -> None:
+    for op in ops:
+        for u in state.waits.get(op, ()):
+            ev = state.events[u]
+            waited = 0.0
+            while not ev.wait(WAIT_POLL_S):
+                if state.abort.is_set():
+                    return
+                waited += WAIT_POLL_S
+                if waited > DEADLOCK_TIMEOUT_S:
+                    raise ExecutionError(
+                        f"%{op} waited {DEADLOCK_TIMEOUT_S:.0f} s for %{u}: deadlock",
+                        where=state.graph.name,
+                        hint="the schedule's waits cannot be met",
+                    )
+        if state.abort.is_set():
+            return
+        if delays:
+            time.sleep(delays[op])
+        inputs = state.take_inputs(op)
+        outputs = call_node(state.graph.node(op), inputs, device)
+        state.finish(op, outputs)
+        del inputs, outputs  # what finish released must not stay alive here while we wait
+        ev = state.events.get(op)
+        if ev is not None:
+            ev.set()
 
 
 def execute_cpu(
@@ -176,11 +190,13 @@ def execute_cpu(
     chaos: bool = False,
     seed: int = 0,
     tracker: LiveBytes | None = None,
+    allocations: AllocatedBytes | None = None,
 ) -> tuple[Any, ...]:
     """Run ``schedule`` once on threads; ``env`` holds the leaf tensors (it is consumed).
 
     Returns the outputs in ``graph.outputs`` order. Raises ``ExecutionError`` for the
-    first failure (an op's own error, or an input not yet produced).
+    first failure (an op's own error, or an input not yet produced). ``allocations``
+    counts every storage the kernels allocate (each worker runs under its mode).
     """
     tracker = tracker if tracker is not None else LiveBytes()
     state = _State(graph, schedule, env, tracker)
@@ -189,7 +205,7 @@ def execute_cpu(
     threads = [
         threading.Thread(
             target=_worker,
-            args=(state, schedule.ops_on_stream(s), delays, "cpu", torch.is_grad_enabled()),
+            args=(state, schedule.ops_on_stream(s), delays, "cpu", torch.is_grad_enabled(), allocations),
             name=f"streamplan-s{s}",
             daemon=True,
         )

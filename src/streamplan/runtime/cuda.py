@@ -87,6 +87,7 @@ class StreamExecutor:
                 tracker,
                 lambda _v, key, s=s: alloc_stream.setdefault(key, s),
             )
+            del outputs  # a dead output is freed now, as the replay frees it, not after the next op
         for s, stream in self.streams.items():
             be.wait_event(caller, be.record_event(stream, f"join s{s}"))
         outputs = tuple(env[v] for v in g.outputs)

@@ -13,7 +13,7 @@ from streamplan.errors import ExecutionError, ScheduleError
 from streamplan.ir.graph import Graph
 from streamplan.runtime.cpu import execute_cpu
 from streamplan.runtime.interpret import check_supported, initial_env
-from streamplan.runtime.measure import LiveBytes, RunResult, median_ms
+from streamplan.runtime.measure import AllocatedBytes, LiveBytes, RunResult, median_ms
 from streamplan.schedule.schedule import StreamSchedule
 
 
@@ -30,6 +30,7 @@ def run(
     warmup: int = 0,
     cuda_graph: bool = False,
     chaos_seed: int | None = None,
+    track_allocations: bool = False,
 ) -> RunResult:
     """Execute ``schedule`` on ``graph`` and return the outputs and measured figures.
 
@@ -40,6 +41,8 @@ def run(
     plus the repetition number);
     ``device="cuda"`` launches onto CUDA streams (``cuda_graph`` captures and replays).
     Timing is the median over ``repeat`` runs after ``warmup`` untimed runs.
+    ``track_allocations`` (CPU) adds one untimed run that counts every storage the
+    kernels allocate, op scratch included (``RunResult.tracked_peak_bytes``).
     """
     check_schedule_covers(graph, schedule)
     check_supported(graph)
@@ -77,6 +80,12 @@ def run(
             if r >= warmup:
                 times_ms.append(elapsed_ms)
                 peak = max(peak, tracker.peak_bytes)
+        tracked = None
+        if track_allocations:
+            outputs = ()
+            counter = AllocatedBytes.of_tensors(env0.values())
+            outputs = execute_cpu(graph, schedule, dict(env0), chaos=chaos, seed=seed, allocations=counter)
+            tracked = counter.peak_bytes
     return RunResult(
         outputs,
         median_ms(times_ms),
@@ -86,6 +95,7 @@ def run(
         schedule.policy,
         schedule.num_streams,
         meta={"chaos": chaos, "seed": seed},
+        tracked_peak_bytes=tracked,
     )
 
 

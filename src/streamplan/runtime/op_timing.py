@@ -20,12 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-import weakref
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from streamplan.ir.graph import Graph
 from streamplan.runtime.interpret import call_node
@@ -99,64 +96,14 @@ def _cuda_scratch(node: Any, env: dict[str, Any], device: str) -> int:
 
 
 def _cpu_scratch(node: Any, env: dict[str, Any]) -> int:
-    known = {t.untyped_storage().data_ptr() for t in env.values() if isinstance(t, torch.Tensor)}
-    tracker = _CreatedTensors(known)
-    with tracker:
+    from streamplan.runtime.measure import AllocatedBytes
+
+    counter = AllocatedBytes.of_tensors(env.values())
+    with counter.mode():
         outputs = call_node(node, env, "cpu")
-    scratch = tracker.peak_bytes - tracker.live_bytes
+    scratch = counter.peak_bytes - counter.live_bytes
     del outputs
     return max(0, scratch)
-
-
-class _CreatedTensors(TorchDispatchMode):
-    """Live bytes of the storages created by the kernels run inside the mode, and their peak.
-
-    A storage counts from the kernel that returns it first until the last tensor
-    seen on it is freed; storages in ``known`` (the op's inputs) never count.
-    """
-
-    def __init__(self, known: set[int]) -> None:
-        super().__init__()
-        self._known = known
-        self._refs: dict[int, list[int]] = {}  # data_ptr -> [nbytes, tensors alive]
-        self.live_bytes = 0
-        self.peak_bytes = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        kwargs = kwargs or {}
-        if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
-            with self:  # run the composite's own kernels under the mode, to see its temporaries
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        out = func(*args, **kwargs)
-        for t in tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                self._track(t)
-        return out
-
-    def _track(self, t: torch.Tensor) -> None:
-        storage = t.untyped_storage()
-        ptr, nbytes = storage.data_ptr(), storage.nbytes()
-        if nbytes == 0 or ptr in self._known:
-            return
-        entry = self._refs.get(ptr)
-        if entry is None:
-            self._refs[ptr] = [nbytes, 1]
-            self.live_bytes += nbytes
-            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-        else:
-            entry[1] += 1
-        weakref.finalize(t, self._release, ptr)
-
-    def _release(self, ptr: int) -> None:
-        entry = self._refs.get(ptr)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            del self._refs[ptr]
-            self.live_bytes -= entry[0]
 
 
 def stream_workspace_bytes(device: str = "cuda") -> int:
