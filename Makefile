@@ -31,6 +31,7 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/memory_quality.py
 	OMP_NUM_THREADS=1 $(PY) bench/zoo_peaks.py
 	OMP_NUM_THREADS=1 $(PY) bench/cpu_runtime.py --models squeezenet inception_v3 randwire nasnet_a --repeat 5
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/cpu_allocations.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

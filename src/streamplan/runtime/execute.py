@@ -84,7 +84,10 @@ def run(
         if track_allocations:
             outputs = ()
             counter = AllocatedBytes.of_tensors(env0.values())
-            outputs = execute_cpu(graph, schedule, dict(env0), chaos=chaos, seed=seed, allocations=counter)
+            chaos_base = seed if chaos_seed is None else chaos_seed
+            outputs = execute_cpu(
+                graph, schedule, dict(env0), chaos=chaos, seed=chaos_base + warmup, allocations=counter
+            )
             tracked = counter.peak_bytes
     return RunResult(
         outputs,
