@@ -1,0 +1,88 @@
+"""``measure_cuda`` end to end on the CPU, against a fake ``torch.cuda`` that enforces capture rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import fake_cuda
+from streamplan.models import load_model
+from streamplan.runtime import compare_outputs, make_schedule
+from streamplan.runtime.backend_api import TorchCudaBackend
+from streamplan.runtime.compare import _graph_order_reference
+from streamplan.runtime.cuda import StreamExecutor, measure_cuda
+from streamplan.runtime.execute import _run_cuda
+from streamplan.runtime.interpret import initial_env
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    state = fake_cuda.install(monkeypatch)
+    monkeypatch.setattr(TorchCudaBackend, "device", "cpu")  # the tensors stay on the CPU
+    return state
+
+
+@pytest.mark.parametrize("cuda_graph", [False, True])
+@pytest.mark.parametrize("policy", ["sequential", "asap"])
+def test_measure_cuda_runs_warms_up_captures_and_times(fake, policy, cuda_graph):
+    graph = load_model("random:40")
+    schedule = make_schedule(graph, policy, max_streams=4)
+    m = measure_cuda(
+        graph, schedule, initial_env(graph, None, None), repeat=3, warmup=2, cuda_graph=cuda_graph
+    )
+    ok, _, _ = compare_outputs(m["outputs"], _graph_order_reference(graph, 0))
+    assert ok
+    assert len(m["times_ms"]) == 3 and all(t >= 0 for t in m["times_ms"])
+    assert {"max_memory_allocated_bytes", "max_memory_reserved_bytes", "resident_bytes", "peak_bytes"} <= set(
+        m
+    )
+    # the peak stats are reset once, after the warm-up, and (without graphs) the workspaces cleared first
+    assert fake.calls.count("reset_peak_memory_stats") == 1
+    assert ("clear_cublas" in fake.calls) is (not cuda_graph)
+
+
+def test_chaos_delays_and_run_result(fake):
+    graph = load_model("random:40")
+    schedule = make_schedule(graph, "nimble", max_streams=4)
+    result = _run_cuda(
+        graph,
+        schedule,
+        initial_env(graph, None, None),
+        device="cuda",
+        repeat=2,
+        warmup=1,
+        cuda_graph=False,
+        chaos_seed=0,
+    )
+    ok, _, _ = compare_outputs(result.outputs, _graph_order_reference(graph, 0))
+    assert ok and result.device == "cuda" and result.meta["chaos"] is True
+    assert result.max_memory_allocated_bytes == 0  # what the fake reports
+
+
+def test_the_fake_refuses_an_unjoined_capture(fake, monkeypatch):
+    """A host loop that forgot to join a side stream fails at the end of capture, as on a GPU."""
+    import torch
+
+    graph = load_model("random:40")
+    schedule = make_schedule(graph, "asap", max_streams=4)
+    assert schedule.num_streams > 1
+    executor = StreamExecutor(graph, schedule, TorchCudaBackend())
+    backend = executor.backend
+    real_wait = backend.wait_event
+
+    def skip_joins(stream, event):
+        if stream is torch.cuda.current_stream():
+            return  # the caller's stream never waits: no joins
+        real_wait(stream, event)
+
+    monkeypatch.setattr(backend, "wait_event", skip_joins)
+    with pytest.raises(RuntimeError, match="not joined back"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            executor.launch(initial_env(graph, None, None))
+
+
+def test_the_fake_refuses_a_sync_during_capture(fake):
+    import torch
+
+    with pytest.raises(RuntimeError, match="synchronize is not allowed"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            torch.cuda.synchronize()
