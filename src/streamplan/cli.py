@@ -449,6 +449,10 @@ def run(
     chaos: bool = typer.Option(False, "--chaos", help="random delays before ops"),
     repeat: int = typer.Option(5, "--repeat", min=1),
     seed: int = typer.Option(0, "--seed"),
+    trace: str | None = typer.Option(
+        None, "--trace", help="write the measured (CPU) and simulated timelines as one Perfetto trace"
+    ),
+    force: bool = typer.Option(False, "--force"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
@@ -466,6 +470,8 @@ def run(
         repeat=repeat,
         seed=seed,
         as_json=as_json,
+        trace=trace,
+        force=force,
     )
 
 

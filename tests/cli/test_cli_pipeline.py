@@ -182,3 +182,18 @@ def test_measured_table_times_the_simulation_and_adds_op_memory(tmp_path):
     assert d["allocators"]["exact"] == base["allocators"]["exact"]  # the graph's tensors only
     table.write_text('{"schema": "streamplan.measured", "ops": {"x": "fast"}}')
     _assert_user_error(sp("memory", "seed-example2", "--measured", str(table)), "malformed")
+
+
+def test_run_trace_has_measured_and_simulated(tmp_path):
+    from streamplan.models import load_model
+
+    path = tmp_path / "t.json"
+    r = sp("run", "seed-example2", "--policy", "asap", "--repeat", "1", "--trace", str(path))
+    assert r.returncode == 0, r.stderr
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert any("measured" in n for n in names) and any("simulated" in n for n in names)
+    ops = [e for e in events if e["ph"] == "X"]
+    assert len(ops) == 2 * len(load_model("seed-example2").nodes)
+    again = sp("run", "seed-example2", "--trace", str(path))  # never overwritten without --force
+    assert again.returncode == 2 and "already exists" in again.stderr

@@ -17,13 +17,15 @@ Two nodes with the same signature cost the same. ``scratch_bytes`` and
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import CostModel, resolve_cost
+from streamplan.cost.timeline import Timeline
 from streamplan.errors import FileFormatError
 from streamplan.ir.graph import Graph, Node
 
@@ -106,6 +108,22 @@ class MeasuredTable:
         from streamplan.jsonfile import read_json
 
         return MeasuredTable.from_dict(read_json(path), source=str(path))
+
+
+def measured_op_times(graph: Graph, timelines: Timeline | Iterable[Timeline]) -> dict[str, float]:
+    """Median measured duration per op signature over runs' timelines (``MeasuredTable.ops``).
+
+    A CPU run's timelines (``RunResult.timelines``) time each op where it ran, with the
+    caches and the executor's own per-op work as they were: on the CPU, a better table
+    than ops timed alone in a loop. The median over every occurrence in every run
+    keeps a noisy machine's outliers out.
+    """
+    durations: dict[str, list[float]] = {}
+    for timeline in [timelines] if isinstance(timelines, Timeline) else timelines:
+        for span in timeline.spans:
+            sig = op_signature(graph, graph.node(span.op))
+            durations.setdefault(sig, []).append(span.end_ms - span.start_ms)
+    return {sig: statistics.median(ds) for sig, ds in durations.items()}
 
 
 class MeasuredCostModel(CostModel):

@@ -17,6 +17,18 @@ def write_output(
     """Write ``data`` to ``path``; refuse to overwrite an existing file unless ``force``,
     and never overwrite one of the ``protected`` inputs. Writes via a temporary file so
     that a failure leaves nothing half-written."""
+    p = check_output(path, force=force, protected=protected)
+    tmp = p.with_name(f".{p.name}.tmp")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data)
+    tmp.replace(p)
+    return p
+
+
+def check_output(path: str | Path, *, force: bool = False, protected: tuple[str | Path, ...] = ()) -> Path:
+    """Raise ``OutputFileError`` now if ``write_output`` would refuse ``path`` (before long work)."""
     p = Path(path)
     for q in protected:
         if _same_file(p, Path(q)):
@@ -31,12 +43,6 @@ def write_output(
         )
     if p.parent and not p.parent.exists():
         raise OutputFileError(f"directory {p.parent} does not exist", where=str(p))
-    tmp = p.with_name(f".{p.name}.tmp")
-    if isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        tmp.write_text(data)
-    tmp.replace(p)
     return p
 
 

@@ -41,6 +41,8 @@ def run_command(
     repeat: int,
     seed: int,
     as_json: bool,
+    trace: str | None = None,
+    force: bool = False,
 ) -> None:
     from streamplan.cost.simulate import simulate
     from streamplan.errors import ModelSpecError
@@ -56,6 +58,15 @@ def run_command(
 
         if not torch.cuda.is_available():
             raise ModelSpecError("no CUDA device is available here", hint="use --device cpu")
+        if trace:
+            raise ModelSpecError(
+                "--trace records per-op times on the CPU runtime only",
+                hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
+            )
+    if trace:
+        from streamplan.report.files import check_output
+
+        check_output(trace, force=force, protected=(model,))
     graph = load_model(model, batch=batch)
     target = model
     if ".py:" in model:  # the user's module gives the weights and the eager reference
@@ -78,6 +89,16 @@ def run_command(
     )
     profile = device_profile_for(device)
     tl = simulate(graph, cmp.schedule, profile)
+    if trace:
+        from streamplan.report.files import write_output
+        from streamplan.report.trace import dumps_traces
+
+        measured = cmp.result.timeline
+        name = f"{graph.name} {policy}"
+        traces = [(measured, f"{name} measured on cpu"), (tl, f"{name} simulated ({profile} profile)")]
+        write_output(trace, dumps_traces(traces), force=force, protected=(model,))
+        if not as_json:
+            out.print(f"  wrote {trace}: measured and simulated timelines (open in ui.perfetto.dev)")
     sim_peak = simulated_memory(graph, cmp.schedule, tl).peak_bytes
     worst = worst_case_peak(graph, cmp.schedule)
     cmp = cmp.with_predictions(predicted_peak_bytes=sim_peak, predicted_ms=tl.makespan_ms)

@@ -9,24 +9,29 @@ from streamplan.cost.timeline import Timeline
 
 
 def timeline_to_trace(
-    timeline: Timeline, *, name: str = "streamplan", live_bytes: Sequence[tuple[float, int]] | None = None
+    timeline: Timeline,
+    *,
+    name: str = "streamplan",
+    live_bytes: Sequence[tuple[float, int]] | None = None,
+    pid: int = 0,
 ) -> dict:
     """Trace events: one track per stream (ops as complete events), a host track with the
-    launches, and optionally a counter track of live bytes over time."""
+    launches, and optionally a counter track of live bytes over time; all under process
+    ``pid`` (``dumps_traces`` puts several timelines side by side)."""
     events: list[dict] = [
-        {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": name}},
-        {"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "host launches"}},
+        {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}},
+        {"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "host launches"}},
     ]
     for s in sorted(timeline.stream_busy_ms):
         events.append(
-            {"name": "thread_name", "ph": "M", "pid": 0, "tid": s + 1, "args": {"name": f"stream {s}"}}
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": s + 1, "args": {"name": f"stream {s}"}}
         )
     for span in timeline.spans:
         events.append(
             {
                 "name": span.op,
                 "ph": "X",
-                "pid": 0,
+                "pid": pid,
                 "tid": span.stream + 1,
                 "ts": span.start_ms * 1000.0,
                 "dur": max(0.0, (span.end_ms - span.start_ms) * 1000.0),
@@ -38,7 +43,7 @@ def timeline_to_trace(
                 "name": f"launch {span.op}",
                 "ph": "i",
                 "s": "t",
-                "pid": 0,
+                "pid": pid,
                 "tid": 0,
                 "ts": span.launch_ms * 1000.0,
             }
@@ -49,7 +54,7 @@ def timeline_to_trace(
                 {
                     "name": "live activation bytes",
                     "ph": "C",
-                    "pid": 0,
+                    "pid": pid,
                     "ts": t_ms * 1000.0,
                     "args": {"bytes": b},
                 }
@@ -63,3 +68,11 @@ def timeline_to_trace(
 
 def dumps_trace(timeline: Timeline, **kwargs) -> str:
     return json.dumps(timeline_to_trace(timeline, **kwargs))
+
+
+def dumps_traces(timelines: Sequence[tuple[Timeline, str]]) -> str:
+    """Several timelines in one trace, one process each (e.g. measured above simulated)."""
+    events: list[dict] = []
+    for pid, (timeline, name) in enumerate(timelines):
+        events.extend(timeline_to_trace(timeline, name=name, pid=pid)["traceEvents"])
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"})

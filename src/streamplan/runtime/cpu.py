@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import ExecutionError
 from streamplan.ir.graph import Graph, Node
 from streamplan.runtime.interpret import call_node
@@ -105,6 +106,7 @@ class _State:
 
     def __init__(self, graph: Graph, schedule: StreamSchedule, env: dict[str, Any], tracker: LiveBytes):
         self.graph = graph
+        self.schedule = schedule
         self.env = env
         self.remaining = use_counts(graph)
         self.lock = threading.Lock()
@@ -113,6 +115,8 @@ class _State:
         self.waits = schedule.waits_before()
         self.abort = threading.Event()
         self.errors: list[BaseException] = []
+        self.t0 = time.perf_counter()
+        self.spans: list[OpSpan] = []  # appended by the workers (list.append is atomic)
 
     def fail(self, error: BaseException) -> None:
         with self.lock:
@@ -140,7 +144,7 @@ class _State:
 
 def _worker(
     state: _State,
-    ops: tuple[str, ...],
+    stream: int,
     delays: dict[str, float],
     device: Any,
     grad: bool,
@@ -149,13 +153,14 @@ def _worker(
     torch.set_grad_enabled(grad)  # grad mode is per thread: follow the caller's
     try:
         with allocations.mode() if allocations is not None else contextlib.nullcontext():
-            _run_ops(state, ops, delays, device)
+            _run_ops(state, stream, delays, device)
     except BaseException as e:  # noqa: BLE001 - handed to the main thread
         state.fail(e)
 
 
-def _run_ops(state: _State, ops: tuple[str, ...], delays: dict[str, float], device: Any) -> None:
-    for op in ops:
+def _run_ops(state: _State, stream: int, delays: dict[str, float], device: Any) -> None:
+    for op in state.schedule.ops_on_stream(stream):
+        reached = time.perf_counter()
         for u in state.waits.get(op, ()):
             ev = state.events[u]
             waited = 0.0
@@ -174,8 +179,11 @@ def _run_ops(state: _State, ops: tuple[str, ...], delays: dict[str, float], devi
         if delays:
             time.sleep(delays[op])
         inputs = state.take_inputs(op)
+        start = time.perf_counter()
         outputs = call_node(state.graph.node(op), inputs, device)
+        end = time.perf_counter()
         state.finish(op, outputs)
+        state.spans.append(OpSpan(op, stream, *((t - state.t0) * 1e3 for t in (reached, start, end))))
         del inputs, outputs  # what finish released must not stay alive here while we wait
         ev = state.events.get(op)
         if ev is not None:
@@ -191,12 +199,15 @@ def execute_cpu(
     seed: int = 0,
     tracker: LiveBytes | None = None,
     allocations: AllocatedBytes | None = None,
+    timeline: list[Timeline] | None = None,
 ) -> tuple[Any, ...]:
     """Run ``schedule`` once on threads; ``env`` holds the leaf tensors (it is consumed).
 
     Returns the outputs in ``graph.outputs`` order. Raises ``ExecutionError`` for the
     first failure (an op's own error, or an input not yet produced). ``allocations``
     counts every storage the kernels allocate (each worker runs under its mode).
+    ``timeline`` receives the measured ``Timeline`` (per op: when its thread reached
+    it, started and ended it, in ms from the start; the same form as a simulation).
     """
     tracker = tracker if tracker is not None else LiveBytes()
     state = _State(graph, schedule, env, tracker)
@@ -205,7 +216,7 @@ def execute_cpu(
     threads = [
         threading.Thread(
             target=_worker,
-            args=(state, schedule.ops_on_stream(s), delays, "cpu", torch.is_grad_enabled(), allocations),
+            args=(state, s, delays, "cpu", torch.is_grad_enabled(), allocations),
             name=f"streamplan-s{s}",
             daemon=True,
         )
@@ -217,4 +228,15 @@ def execute_cpu(
         t.join()
     if state.errors:
         raise state.errors[0]
+    if timeline is not None:
+        timeline.append(_measured_timeline(state, schedule))
     return tuple(env[v] for v in graph.outputs)
+
+
+def _measured_timeline(state: _State, schedule: StreamSchedule) -> Timeline:
+    order = {op: i for i, op in enumerate(schedule.launch_order)}
+    spans = tuple(sorted(state.spans, key=lambda s: order[s.op]))
+    busy: dict[int, float] = {}
+    for s in spans:
+        busy[s.stream] = busy.get(s.stream, 0.0) + (s.end_ms - s.start_ms)
+    return Timeline(spans, max((s.end_ms for s in spans), default=0.0), busy, "cpu (measured)")

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from streamplan.cost.timeline import Timeline
 from streamplan.errors import ExecutionError, ScheduleError
 from streamplan.ir.graph import Graph
 from streamplan.runtime.cpu import execute_cpu
@@ -63,6 +64,7 @@ def run(
     times_ms: list[float] = []
     peak = 0
     outputs: tuple[Any, ...] = ()
+    timelines: list[Timeline] = []
     with one_thread(), torch.inference_mode():
         for r in range(warmup + max(1, repeat)):
             tracker = LiveBytes()
@@ -75,6 +77,7 @@ def run(
                 chaos=chaos,
                 seed=(seed if chaos_seed is None else chaos_seed) + r,
                 tracker=tracker,
+                timeline=timelines if r >= warmup else None,
             )
             elapsed_ms = (time.perf_counter() - t0) * 1e3
             if r >= warmup:
@@ -99,6 +102,7 @@ def run(
         schedule.num_streams,
         meta={"chaos": chaos, "seed": seed},
         tracked_peak_bytes=tracked,
+        timelines=tuple(timelines),
     )
 
 

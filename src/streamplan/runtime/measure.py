@@ -29,6 +29,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from streamplan.cost.timeline import Timeline
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -40,7 +42,10 @@ class RunResult:
     ``max_memory_reserved_bytes`` come from torch's caching allocator (after
     ``reset_peak_memory_stats``, with inputs and params already resident). On the CPU,
     ``tracked_peak_bytes`` (when asked for) is the peak of the storages the kernels
-    allocated in one extra untimed run, op scratch included (``AllocatedBytes``).
+    allocated in one extra untimed run, op scratch included (``AllocatedBytes``), and
+    ``timelines`` holds the measured per-op timeline of each timed run (the
+    simulator's ``Timeline`` form; ``cost.measured.measured_op_times`` turns them into
+    a measured table; ``timeline`` is the median run's).
     """
 
     outputs: tuple[Any, ...]
@@ -54,6 +59,14 @@ class RunResult:
     max_memory_reserved_bytes: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     tracked_peak_bytes: int | None = None
+    timelines: tuple[Timeline, ...] = field(default=(), repr=False)
+
+    @property
+    def timeline(self) -> Timeline | None:
+        """The measured timeline of the run whose time is the median (None on CUDA)."""
+        if not self.timelines:
+            return None
+        return sorted(self.timelines, key=lambda t: t.makespan_ms)[len(self.timelines) // 2]
 
     def to_dict(self) -> dict[str, Any]:
         """The figures (not the output tensors) as JSON-ready data."""
