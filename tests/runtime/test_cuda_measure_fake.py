@@ -86,3 +86,23 @@ def test_the_fake_refuses_a_sync_during_capture(fake):
     with pytest.raises(RuntimeError, match="synchronize is not allowed"):
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             torch.cuda.synchronize()
+
+
+def test_compile_backend_drives_the_cuda_executor(fake, monkeypatch):
+    """``streamplan.backend(device="cuda")`` launches through the stream executor (here the fake)."""
+    import torch
+
+    import streamplan
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # dynamo itself must stay on the CPU
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    x = torch.randn(4, 16)
+    compiled = torch.compile(model, backend=streamplan.backend(policy="asap", device="cuda"))
+    before = fake.default.work
+    with torch.no_grad():
+        out = compiled(x)
+        ref = model(x)
+    torch._dynamo.reset()
+    assert torch.allclose(out, ref, atol=1e-5)
+    assert fake.default.work > before  # the fork/join events went through torch.cuda (the fake)
