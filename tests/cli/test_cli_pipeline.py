@@ -155,6 +155,7 @@ def test_demo_answers_the_seed_question():
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
     assert "five tensors" in text and "inception_v3" in text and "ios" in text
+    assert "run for real" in text and "outputs match eager: yes" in text  # part 3 ran the schedule
 
 
 def test_measured_table_times_the_simulation_and_adds_op_memory(tmp_path):

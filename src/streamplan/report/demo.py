@@ -8,9 +8,13 @@ from rich.console import Console
 from rich.rule import Rule
 
 
-def run_demo(out: Console, *, model: str = "inception_v3", device: str = "v100") -> None:
+def run_demo(
+    out: Console, *, model: str = "inception_v3", device: str = "v100", run_model: str = "squeezenet"
+) -> None:
     """1. seed-example2 under sequential vs asap: every memory figure, and why they differ.
-    2. ``model`` at batch 1 on ``device``: every policy's streams, events, simulated latency and memory."""
+    2. ``model`` at batch 1 on ``device``: every policy's streams, events, simulated latency and memory.
+    3. ``run_model`` run for real on CPU threads under asap with chaos delays: outputs against
+    eager, measured latency and memory against the predictions."""
     from streamplan.memory.explain import compare_peaks
     from streamplan.models import load_model
     from streamplan.report.compare import compare_policies
@@ -50,7 +54,25 @@ def run_demo(out: Console, *, model: str = "inception_v3", device: str = "v100")
     for r in rows:
         if r.error:
             out.print(f"{r.policy}: {r.error}", markup=False)
+    out.print("")
+    out.print(Rule(f"3. {run_model}, run for real: one CPU thread per stream, random delays before ops"))
+    from streamplan.report.run_view import run_command
+
+    run_command(
+        out,
+        print,
+        run_model,
+        policy="asap",
+        device="cpu",
+        max_streams=8,
+        batch=1,
+        chaos=True,
+        repeat=3,
+        seed=0,
+        as_json=False,
+    )
     out.print(
         "\nNext: `streamplan explain inception_v3 --policy ios`, `streamplan plot inception_v3 "
-        "--policies sequential,asap,ios -o mem.png`, `streamplan run inception_v3 --policy asap --chaos`."
+        "--policies sequential,asap,ios -o mem.png`, `streamplan run inception_v3 --policy asap --chaos "
+        "--trace run.json`."
     )
