@@ -106,3 +106,54 @@ def test_compile_backend_drives_the_cuda_executor(fake, monkeypatch):
     torch._dynamo.reset()
     assert torch.allclose(out, ref, atol=1e-5)
     assert fake.default.work > before  # the fork/join events went through torch.cuda (the fake)
+
+
+def test_run_command_reports_cuda_measurements_beside_op_memory_predictions(monkeypatch, tmp_path):
+    """The CUDA branch of ``streamplan run``'s report, fed a measured run (no GPU here)."""
+    import io
+    import json
+
+    import torch
+    from rich.console import Console
+
+    import streamplan.runtime as runtime
+    from streamplan.frontends.builder import GraphBuilder
+    from streamplan.ir.serialize import save
+    from streamplan.report.run_view import run_command
+    from streamplan.runtime.compare import Comparison
+    from streamplan.runtime.measure import RunResult
+
+    mib = 1 << 20
+    b = GraphBuilder("two_matmuls")
+    x = b.input("x", (512, 512))
+    w = b.param("w", (512, 512))
+    left, right = b.matmul(x, w, name="left"), b.matmul(b.relu(x, name="r"), w, name="right")
+    graph = b.build([b.add(left, right, name="sum")])
+    path = tmp_path / "g.json"
+    save(graph, path)
+    schedule = make_schedule(graph, "asap")
+    assert schedule.num_streams == 2
+
+    def fake_run_and_compare(target, policy, **kw):
+        assert kw["device"] == "cuda" and kw["track_allocations"]
+        result = RunResult((), 1.0, (1.0,), 3 * mib, "cuda", policy, 2, 70 * mib, 96 * mib, {})
+        meta = {"op_scratch_bytes": {}, "stream_workspace_bytes": 32 * mib}
+        return Comparison("two_matmuls", policy, "cuda", True, 0.0, 0.0, result, schedule, meta=meta)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(runtime, "run_and_compare", fake_run_and_compare)
+    emitted = []
+    kwargs = dict(policy="asap", device="cuda", max_streams=8, batch=None, chaos=False, repeat=1, seed=0)
+    run_command(Console(file=io.StringIO()), emitted.append, str(path), as_json=True, **kwargs)
+    d = emitted[0]
+    json.dumps(d)
+    assert d["profile"] == "h200" and d["prediction_includes_op_memory"] is True
+    # both streams run a matmul: two 32 MiB workspaces beside the graph's few MiB
+    assert 64 * mib <= d["predicted_max_memory_allocated_bytes"] < 72 * mib
+    rel = d["predicted_max_memory_allocated_bytes"] / (70 * mib) - 1
+    assert d["allocated_relative_error"] == pytest.approx(rel)
+    text = io.StringIO()
+    run_command(Console(file=text, width=250), emitted.append, str(path), as_json=False, **kwargs)
+    assert "max_memory_allocated measured 70.00 MiB" in text.getvalue()
+    assert "stream workspaces measured first" in text.getvalue()

@@ -85,7 +85,7 @@ def run_command(
         max_streams=max_streams,
         seed=seed,
         graph=graph,
-        track_allocations=device == "cpu",
+        track_allocations=True,
     )
     profile = device_profile_for(device)
     tl = simulate(graph, cmp.schedule, profile)
@@ -117,9 +117,19 @@ def run_command(
     if device == "cuda":
         from streamplan.memory.allocators import replay
 
-        tc = replay(graph, cmp.schedule, "torch-cuda", timeline=tl, include_inputs=True, include_params=True)
+        tc = replay(
+            graph,
+            cmp.schedule,
+            "torch-cuda",
+            timeline=tl,
+            include_inputs=True,
+            include_params=True,
+            op_memory=_op_memory(graph, cmp),
+        )
         d["predicted_max_memory_allocated_bytes"] = tc.allocated_peak_bytes
         d["predicted_max_memory_reserved_bytes"] = tc.reserved_peak_bytes
+        d["allocated_relative_error"] = _rel(tc.allocated_peak_bytes, d["max_memory_allocated_bytes"])
+        d["prediction_includes_op_memory"] = tc.op_memory
     tracked = cmp.result.tracked_peak_bytes
     if tracked is not None:
         d["predicted_tracked_peak_bytes"] = _tracked_prediction(graph, cmp)
@@ -153,6 +163,11 @@ def run_command(
             f"  max_memory_allocated measured {fmt_bytes(d['max_memory_allocated_bytes'])}, predicted "
             f"{fmt_bytes(d['predicted_max_memory_allocated_bytes'])}; reserved measured "
             f"{fmt_bytes(d['max_memory_reserved_bytes'])}, predicted {fmt_bytes(d['predicted_max_memory_reserved_bytes'])}"
+            + (
+                " (torch-cuda replay with the op scratch and stream workspaces measured first)"
+                if tc.op_memory
+                else ""
+            )
         )
     if tracked is not None:
         rel_t = d["tracked_peak_relative_error"]
@@ -167,12 +182,19 @@ def run_command(
         )
 
 
+def _op_memory(graph, cmp):
+    """The op scratch and stream workspaces measured before the run, as the replay takes them."""
+    from streamplan.cost.measured import MeasuredTable
+    from streamplan.memory.allocators import OpMemory
+
+    table = MeasuredTable(
+        cmp.device, {}, cmp.meta.get("op_scratch_bytes", {}), cmp.meta.get("stream_workspace_bytes", 0)
+    )
+    return OpMemory.from_table(graph, table)
+
+
 def _tracked_prediction(graph, cmp) -> int:
     """The ``exact`` allocator in host order plus the op scratch measured before the run."""
-    from streamplan.cost.measured import MeasuredTable
-    from streamplan.memory.allocators import OpMemory, replay
+    from streamplan.memory.allocators import replay
 
-    table = MeasuredTable("cpu", {}, cmp.meta.get("op_scratch_bytes", {}))
-    return replay(
-        graph, cmp.schedule, "exact", op_memory=OpMemory.from_table(graph, table)
-    ).allocated_peak_bytes
+    return replay(graph, cmp.schedule, "exact", op_memory=_op_memory(graph, cmp)).allocated_peak_bytes

@@ -138,11 +138,13 @@ def run_and_compare(
 
     ``model`` is a model spec (zoo name, ``random:N``, graph ``.json``, ``file.py:fn``)
     or ``(module, example_inputs)``. ``graph`` skips capture when the caller already
-    has the captured graph of that module. ``track_allocations`` (CPU) also counts
-    the kernels' real allocations in one more run and measures each op's scratch
-    (``meta["op_scratch_bytes"]``, by op signature) to predict them.
+    has the captured graph of that module. ``track_allocations`` measures each op's
+    scratch before the run (``meta["op_scratch_bytes"]``, by op signature; on CUDA also
+    ``meta["stream_workspace_bytes"]``) so the caller can predict what the kernels
+    allocate; on the CPU the run then counts those allocations in one more run.
     """
     from streamplan.runtime.execute import run
+    from streamplan.runtime.op_timing import op_scratch_bytes, stream_workspace_bytes
 
     name, module, inputs, graph = _load(model, batch, graph)
     schedule = make_schedule(graph, policy, max_streams)
@@ -158,6 +160,12 @@ def run_and_compare(
         params = None
         env_inputs = None
         ref = _graph_order_reference(graph, seed)
+    meta: dict[str, Any] = {}
+    if track_allocations:  # before the run: the CUDA run starts from an emptied cache
+        env = initial_env(graph, env_inputs, params, seed=seed, device=device)
+        meta["op_scratch_bytes"] = op_scratch_bytes(graph, env, device=device)
+        meta["stream_workspace_bytes"] = stream_workspace_bytes(device)
+        del env
     result = run(
         graph,
         schedule,
@@ -172,12 +180,6 @@ def run_and_compare(
         track_allocations=track_allocations,
     )
     ok, max_abs, max_rel = compare_outputs(result.outputs, ref)
-    meta = {}
-    if track_allocations and device == "cpu":
-        from streamplan.runtime.op_timing import op_scratch_bytes
-
-        env = initial_env(graph, env_inputs, params, seed=seed)
-        meta["op_scratch_bytes"] = op_scratch_bytes(graph, env, device="cpu")
     return Comparison(name, policy, device, ok, max_abs, max_rel, result, schedule, meta=meta)
 
 

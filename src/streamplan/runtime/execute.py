@@ -42,8 +42,9 @@ def run(
     plus the repetition number);
     ``device="cuda"`` launches onto CUDA streams (``cuda_graph`` captures and replays).
     Timing is the median over ``repeat`` runs after ``warmup`` untimed runs.
-    ``track_allocations`` (CPU) adds one untimed run that counts every storage the
-    kernels allocate, op scratch included (``RunResult.tracked_peak_bytes``).
+    ``track_allocations`` (CPU; ignored on CUDA, whose allocator counts for itself)
+    adds one untimed run that counts every storage the kernels allocate, op scratch
+    included (``RunResult.tracked_peak_bytes``).
     """
     check_schedule_covers(graph, schedule)
     check_supported(graph)
