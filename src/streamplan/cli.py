@@ -449,6 +449,9 @@ def run(
     chaos: bool = typer.Option(False, "--chaos", help="random delays before ops"),
     repeat: int = typer.Option(5, "--repeat", min=1),
     seed: int = typer.Option(0, "--seed"),
+    schedule_file: str | None = typer.Option(
+        None, "--schedule", help="run a saved schedule (verified first) instead of --policy"
+    ),
     trace: str | None = typer.Option(
         None, "--trace", help="write the measured (CPU) and simulated timelines as one Perfetto trace"
     ),
@@ -472,6 +475,7 @@ def run(
         as_json=as_json,
         trace=trace,
         force=force,
+        schedule_file=schedule_file,
     )
 
 

@@ -198,3 +198,16 @@ def test_run_trace_has_measured_and_simulated(tmp_path):
     assert len(ops) == 2 * len(load_model("seed-example2").nodes)
     again = sp("run", "seed-example2", "--trace", str(path))  # never overwritten without --force
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_run_a_saved_schedule_and_refuse_a_broken_one(tmp_path):
+    path = tmp_path / "s.json"
+    assert sp("schedule", "seed-example2", "--policy", "nimble", "-o", str(path)).returncode == 0
+    r = sp("run", "seed-example2", "--schedule", str(path), "--chaos", "--repeat", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["policy"] == "nimble" and d["matches_eager"] is True and d["num_streams"] == 2
+    sched = json.loads(path.read_text())
+    sched["waits"] = []  # the verifier refuses it before anything runs
+    path.write_text(json.dumps(sched))
+    _assert_user_error(sp("run", "seed-example2", "--schedule", str(path)), "not ordered")

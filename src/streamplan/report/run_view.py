@@ -43,6 +43,7 @@ def run_command(
     as_json: bool,
     trace: str | None = None,
     force: bool = False,
+    schedule_file: str | None = None,
 ) -> None:
     from streamplan.cost.simulate import simulate
     from streamplan.errors import ModelSpecError
@@ -68,6 +69,12 @@ def run_command(
 
         check_output(trace, force=force, protected=(model,))
     graph = load_model(model, batch=batch)
+    saved = None
+    if schedule_file:
+        from streamplan.schedule.schedule import StreamSchedule
+
+        saved = StreamSchedule.load(schedule_file)
+        policy = saved.policy
     target = model
     if ".py:" in model:  # the user's module gives the weights and the eager reference
         from streamplan.models import load_python_module
@@ -86,6 +93,7 @@ def run_command(
         seed=seed,
         graph=graph,
         track_allocations=True,
+        schedule=saved,
     )
     profile = device_profile_for(device)
     tl = simulate(graph, cmp.schedule, profile)

@@ -133,6 +133,7 @@ def run_and_compare(
     cuda_graph: bool = False,
     graph: Graph | None = None,
     track_allocations: bool = False,
+    schedule: StreamSchedule | None = None,
 ) -> Comparison:
     """Capture/load ``model``, schedule it with ``policy``, run it, compare with eager.
 
@@ -142,12 +143,20 @@ def run_and_compare(
     scratch before the run (``meta["op_scratch_bytes"]``, by op signature; on CUDA also
     ``meta["stream_workspace_bytes"]``) so the caller can predict what the kernels
     allocate; on the CPU the run then counts those allocations in one more run.
+    ``schedule`` runs a given (e.g. saved) schedule instead of making one with
+    ``policy``; it is verified against the graph first.
     """
     from streamplan.runtime.execute import run
     from streamplan.runtime.op_timing import op_scratch_bytes, stream_workspace_bytes
 
     name, module, inputs, graph = _load(model, batch, graph)
-    schedule = make_schedule(graph, policy, max_streams)
+    if schedule is None:
+        schedule = make_schedule(graph, policy, max_streams)
+    else:
+        from streamplan.schedule.verify import verify_schedule
+
+        verify_schedule(graph, schedule)
+        policy = schedule.policy
     if module is not None:
         if device != "cpu":
             module = module.to(device)
