@@ -5,7 +5,7 @@ op alone (the cost model's measured table), then for every policy, with and
 without CUDA graphs: run the schedule on CUDA streams, check the outputs against
 eager, and put the measured latency (CUDA events, median) and
 ``max_memory_allocated``/``max_memory_reserved`` next to the simulator's makespan
-(analytic H200 model, then again with the measured op table) and the ``torch-cuda``
+(the analytic profile of the GPU found, then again with the measured op table) and the ``torch-cuda``
 allocator replay (inputs and params included, on the simulated timeline), twice: from
 the graph's tensors alone, and with the ops' own memory measured here added (scratch
 per op, e.g. cuDNN workspaces, and what a stream keeps after its first matmul; see
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         _validate_model(
             a, model, batch, policies, graph_modes, time.perf_counter() + share_s, rows, measured, kept
         )
-    sim_device = "h200" if a.device.startswith("cuda") else "cpu"
+    sim_device = _profile(a.device)
     _resimulate(kept, measured.ops, sim_device)
     if measured.in_situ_ops:
         _resimulate(kept, measured.in_situ_ops, sim_device, key="simulated_in_situ_table_ms")
@@ -130,7 +130,7 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, meas
     from streamplan.runtime.op_timing import op_scratch_bytes, op_times_ms
     from streamplan.zoo.registry import ZOO
 
-    sim_device = "h200" if a.device.startswith("cuda") else "cpu"
+    sim_device = _profile(a.device)
     try:
         module, inputs = ZOO[model].load_factory()(batch)
         inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -284,6 +284,13 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "allocated_rows_within_2pct_with_op_memory": sum(1 for e in alloc_err_ops if e <= 0.02),
         "allocated_max_abs_rel_error_with_op_memory": max(alloc_err_ops) if alloc_err_ops else None,
     }
+
+
+def _profile(device: str) -> str:
+    """The cost-model profile of the device the rows run on (h100, h200...; cpu for the CPU)."""
+    from streamplan.report.run_view import device_profile_for
+
+    return device_profile_for("cpu" if not device.startswith("cuda") else "cuda")
 
 
 def _device_name(device: str) -> str:

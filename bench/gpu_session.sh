@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything a session lent a GPU should run, as one prepared command for the device tool:
+#   run(command="bash bench/gpu_session.sh", timeout_s=600)
+# The device image has python3 with torch, transformers, pytest and hypothesis but not this
+# package: it runs from src/ on PYTHONPATH (nothing to install). Results land in $OUT:
+#   versions.txt, cuda_tests.log, gpu_validate.log, gpu_validate.json, measured_<gpu>.json
+# Then: put the table from gpu_validate.log in BENCHMARKS.md (date, GPU, this command) and
+# `streamplan memory MODEL --device h100 --measured measured_h100.json` uses the table.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+OUT="${OUT:-/tmp/streamplan_gpu}"
+mkdir -p "$OUT"
+BUDGET_S="${BUDGET_S:-420}"
+
+python3 - <<'PY' 2>&1 | tee "$OUT/versions.txt"
+import sys, torch
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)
+print("gpu", torch.cuda.get_device_name() if torch.cuda.is_available() else "NONE")
+PY
+
+# the CUDA-only tests (real streams, events, CUDA graphs) and the CUDA host-loop checks
+timeout 120 python3 -m pytest -q -p no:cacheprovider \
+    tests/runtime/test_cuda_host.py tests/runtime/test_launch_log.py -k "real_cuda or sound" \
+    2>&1 | tee "$OUT/cuda_tests.log"
+
+gpu=$(python3 -c "from streamplan.report.run_view import device_profile_for as p; print(p('cuda'))")
+timeout $((BUDGET_S + 120)) python3 bench/gpu_validate.py --budget-s "$BUDGET_S" \
+    --out "$OUT/gpu_validate.json" --measured-out "$OUT/measured_${gpu}.json" \
+    2>&1 | tee "$OUT/gpu_validate.log"
