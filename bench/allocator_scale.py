@@ -20,6 +20,7 @@ from streamplan.memory.allocators import MODELS, replay
 from streamplan.memory.host_order import events_from_liveness
 from streamplan.memory.liveness import liveness
 from streamplan.models import load_model
+from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import make_schedule
 
 MIB = 1 << 20
@@ -32,7 +33,7 @@ def main(sizes: list[int]) -> None:
     for n in sizes:
         graph = load_model(f"random:{n}")
         for policy in ("sequential", "asap"):
-            schedule = make_schedule(graph, policy, max_streams=4)
+            schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
             timeline = simulate(graph, schedule, "v100") if schedule.num_streams > 1 else None
             t0 = time.process_time()
             events_from_liveness(liveness(graph, schedule), schedule)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from streamplan.cost import AnalyticCostModel, get_device, simulate
+from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import make_schedule
 
 # model: (sequential ms, wavefront ms, ios ms) measured by IOS on a V100 at batch 1
@@ -73,7 +74,7 @@ def main() -> None:
         ios_text, search_text = "  -  ", "-"
         if not args.no_ios:
             t0 = time.perf_counter()
-            ios = make_schedule(graph, "ios", cost=cost)
+            ios = make_schedule(graph, "ios", ScheduleContext(cost=cost))
             search_s = time.perf_counter() - t0
             ios_ms = simulate(graph, ios, cost).makespan_ms
             ios_text, search_text = f"{seq_ms / ios_ms:5.2f}", f"{search_s:.1f}"

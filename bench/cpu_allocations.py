@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from streamplan.schedule.context import ScheduleContext
+
 MODELS = ("squeezenet", "inception_v3", "resnet50", "randwire", "nasnet_a", "bert_base", "gpt2")
 POLICIES = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
 MIB = 2**20
@@ -33,9 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     from streamplan.frontends.torch_capture import capture
     from streamplan.memory.allocators import OpMemory, replay
     from streamplan.memory.worst_case import worst_case_peak
-    from streamplan.runtime import make_schedule, run
+    from streamplan.runtime import run
     from streamplan.runtime.interpret import initial_env, params_from_module
     from streamplan.runtime.op_timing import op_scratch_bytes
+    from streamplan.schedule import make_schedule
     from streamplan.zoo.registry import ZOO
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = OpMemory.from_table(graph, MeasuredTable("cpu", {}, scratch))
         largest = sorted(extra.scratch_bytes.values(), reverse=True)
         for policy in a.policies:
-            schedule = make_schedule(graph, policy, max_streams=a.max_streams)
+            schedule = make_schedule(graph, policy, ScheduleContext(max_streams=a.max_streams))
             seeds = range(a.seeds) if schedule.num_streams > 1 else range(1)
             tracked = live = 0
             for seed in seeds:

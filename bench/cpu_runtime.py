@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from streamplan.schedule.context import ScheduleContext
+
 MODELS = ("squeezenet", "inception_v3", "randwire", "nasnet_a", "resnet50")
 POLICIES = ("sequential", "wavefront", "asap", "nimble")
 
@@ -22,9 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from streamplan.frontends.torch_capture import capture
-    from streamplan.runtime import compare_outputs, make_schedule, run
+    from streamplan.runtime import compare_outputs, run
     from streamplan.runtime.compare import _flat_tensors
     from streamplan.runtime.interpret import params_from_module
+    from streamplan.schedule import make_schedule
     from streamplan.zoo.registry import ZOO
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             ref = _flat_tensors(module(*inputs))
         base = None
         for policy in a.policies:
-            schedule = make_schedule(graph, policy, max_streams=a.max_streams)
+            schedule = make_schedule(graph, policy, ScheduleContext(max_streams=a.max_streams))
             r = run(graph, schedule, list(inputs), params=params, repeat=a.repeat, warmup=1)
             ok = compare_outputs(r.outputs, ref)[0]
             base = base or r.measured_ms

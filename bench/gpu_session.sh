@@ -24,7 +24,7 @@ timeout 120 python3 -m pytest -q -p no:cacheprovider \
     tests/runtime/test_cuda_host.py tests/runtime/test_launch_log.py -k "real_cuda or sound" \
     2>&1 | tee "$OUT/cuda_tests.log"
 
-gpu=$(python3 -c "from streamplan.report.run_view import device_profile_for as p; print(p('cuda'))")
+gpu=$(python3 -c "from streamplan.app.run import profile_for as p; print(p(\"cuda\"))")
 timeout $((BUDGET_S + 120)) python3 bench/gpu_validate.py --budget-s "$BUDGET_S" \
     --out "$OUT/gpu_validate.json" --measured-out "$OUT/measured_${gpu}.json" \
     2>&1 | tee "$OUT/gpu_validate.log"

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamplan.schedule.context import ScheduleContext
+
 MODELS = ("inception_v3", "randwire", "nasnet_a", "squeezenet", "resnet50", "bert_base")
 BATCHES = (1, 32)
 MIB = 2**20
@@ -124,10 +126,11 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, meas
     from streamplan.cost.simulate import simulate
     from streamplan.frontends.torch_capture import capture
     from streamplan.memory.allocators import OpMemory, replay
-    from streamplan.runtime import compare_outputs, make_schedule, run
+    from streamplan.runtime import compare_outputs, run
     from streamplan.runtime.compare import _flat_tensors
     from streamplan.runtime.interpret import initial_env, params_from_module
     from streamplan.runtime.op_timing import op_scratch_bytes, op_times_ms
+    from streamplan.schedule import make_schedule
     from streamplan.zoo.registry import ZOO
 
     sim_device = _profile(a.device)
@@ -158,7 +161,7 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, meas
                 continue
             try:
                 if planned is None:
-                    schedule = make_schedule(graph, policy, max_streams=a.max_streams)
+                    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=a.max_streams))
                     timeline = simulate(graph, schedule, sim_device)
                     predicted, with_ops = (
                         replay(
@@ -185,7 +188,7 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, meas
                     cuda_graph=cuda_graph,
                 )
                 ok, max_abs, _ = compare_outputs(result.outputs, reference)
-                resident = result.meta.get("resident_bytes")
+                resident = result.resident_bytes
                 row.update(
                     num_streams=schedule.num_streams,
                     num_events=schedule.num_events,
@@ -288,9 +291,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _profile(device: str) -> str:
     """The cost-model profile of the device the rows run on (h100, h200...; cpu for the CPU)."""
-    from streamplan.report.run_view import device_profile_for
+    from streamplan.app.run import profile_for
 
-    return device_profile_for("cpu" if not device.startswith("cuda") else "cuda")
+    return profile_for("cpu" if not device.startswith("cuda") else "cuda")
 
 
 def _device_name(device: str) -> str:

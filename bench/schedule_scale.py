@@ -16,6 +16,7 @@ import time
 from streamplan.cost.simulate import simulate
 from streamplan.models import load_model
 from streamplan.schedule import make_schedule, verify_schedule
+from streamplan.schedule.context import ScheduleContext
 
 QUADRATIC = {"nimble": 10_000, "ios": 1_000}
 
@@ -42,7 +43,7 @@ def main() -> None:
                 print(f"{n:>8} {policy:<11} skipped (super-linear; use --all)")
                 continue
             t0 = time.perf_counter()
-            s = make_schedule(g, policy, max_streams=args.max_streams)
+            s = make_schedule(g, policy, ScheduleContext(max_streams=args.max_streams))
             t1 = time.perf_counter()
             verify_schedule(g, s)
             t2 = time.perf_counter()

@@ -21,12 +21,13 @@ def capture(module, example_inputs, *, name: str | None = None) -> Graph:
     return _capture(module, example_inputs, name=name)
 
 
-def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = None):
+def backend(policy: str = "nimble", ctx=None, *, device: str | None = None):
     """A ``torch.compile`` backend running the captured graph with a stream schedule:
-    ``torch.compile(model, backend=streamplan.backend(policy="nimble"))``."""
+    ``torch.compile(model, backend=streamplan.backend(policy="nimble"))``; ``ctx`` is a
+    ``streamplan.schedule.ScheduleContext`` (stream cap, cost model...)."""
     from streamplan.runtime.compile_backend import backend as _backend
 
-    return _backend(policy=policy, max_streams=max_streams, device=device)
+    return _backend(policy, ctx, device=device)
 
 
 __all__ = [

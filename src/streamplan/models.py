@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streamplan.errors import CaptureError, ModelSpecError
+from streamplan.errors import ModelSpecError
 from streamplan.ir.graph import Graph
 from streamplan.ir.verify import verify
 
@@ -121,7 +121,4 @@ def _capture(module: Any, inputs: Any, *, name: str, dtype: str | None) -> Graph
             x.to(tdt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
             for x in (inputs if isinstance(inputs, (tuple, list)) else (inputs,))
         )
-    try:
-        return capture(module, inputs, name=name)
-    except (ModelSpecError, CaptureError):
-        raise
+    return capture(module, inputs, name=name)

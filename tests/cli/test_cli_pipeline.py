@@ -105,9 +105,7 @@ def test_plot_writes_png(tmp_path):
 
 
 def test_run_cpu_chaos_json():
-    r = sp(
-        "run", "seed-example2", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "2", "--json"
-    )
+    r = sp("run", "seed-example2", "--policy", "asap", "--on", "cpu", "--chaos", "--repeat", "2", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["matches_eager"] is True and d["max_abs_error"] == 0
@@ -127,7 +125,7 @@ def test_run_cpu_chaos_json():
 
 @pytest.mark.slow
 def test_run_inception_asap_chaos():
-    r = sp("run", "inception_v3", "--policy", "asap", "--device", "cpu", "--chaos", "--repeat", "1", "--json")
+    r = sp("run", "inception_v3", "--policy", "asap", "--on", "cpu", "--chaos", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["matches_eager"] is True
 

@@ -9,7 +9,7 @@ import pytest
 from streamplan.cost import AnalyticCostModel, MeasuredCostModel, MeasuredTable, op_signature, simulate
 from streamplan.errors import FileFormatError
 from streamplan.frontends.builder import GraphBuilder
-from streamplan.schedule.schedule import StreamSchedule
+from streamplan.ir.schedule import StreamSchedule
 
 
 def two_convs():

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from dags import chain, dag, diamond, random_dags
 from streamplan.cost import AnalyticCostModel, FakeCostModel, critical_path_ms, op_costs, simulate
 from streamplan.errors import ScheduleError
+from streamplan.ir.schedule import StreamSchedule, Wait
 from streamplan.schedule.events import with_derived_waits
-from streamplan.schedule.schedule import StreamSchedule, Wait
 
 
 def on_streams(graph, streams, policy="test"):

@@ -39,7 +39,7 @@ def run_graph(graph: Graph, module: nn.Module, inputs: tuple) -> list:
     """Execute ``graph`` with the module's real weights; return the flattened outputs."""
     env: dict = {}
     state = {**module.state_dict(), **dict(module.named_buffers())}
-    for vid, fqn in graph.meta["param_names"].items():
+    for vid, fqn in graph.param_names.items():
         if fqn in state:
             env[vid] = state[fqn].clone()
         else:
@@ -264,7 +264,7 @@ def test_params_buffers_inputs_and_constants_are_classified_and_named() -> None:
     model = Kinds()
     g = capture(model, ((x,), {"y": y}))
     kinds = {v.id: v.kind for v in g.values.values() if v.id in (*g.inputs, *g.params)}
-    names = g.meta["param_names"]
+    names = g.param_names
     by_fqn = {fqn: vid for vid, fqn in names.items()}
     assert kinds[by_fqn["w"]] == "param"
     assert kinds[by_fqn["b"]] == "buffer" and kinds[by_fqn["scratch"]] == "buffer"
@@ -326,7 +326,7 @@ def test_graph_from_fx_converts_an_aten_graph_with_named_params() -> None:
     gm = make_fx(f, tracing_mode="fake")(x, w)
     g = graph_from_fx(gm, name="f", params={"w_1": nn.Parameter(w)})
     assert g.inputs == ("x_1",) and g.params == ("w_1",)
-    assert g.meta["param_names"] == {"w_1": "w_1"}
+    assert g.param_names == {"w_1": "w_1"}
     assert node_by_op(g, "aten.mm.default").flops == 2 * 4 * 3 * 5
     relu_ = node_by_op(g, "aten.relu_.default")
     assert relu_.mutates == ("mm",) and g.values[node_by_op(g, "aten.t.default").outputs[0]].storage == "mm"

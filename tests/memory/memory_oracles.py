@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.events import with_derived_waits
-from streamplan.schedule.schedule import StreamSchedule
 
 
 def hb_preds(schedule: StreamSchedule) -> dict[str, set[str]]:

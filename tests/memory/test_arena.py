@@ -85,3 +85,21 @@ def test_launch_interval_fallback_is_valid(gs):
     plan = _plan_by_launch_intervals(live, _Ranges(live))
     assert check_arena(live, plan.offsets) == []
     assert plan.arena_bytes >= plan.lower_bound_bytes == plan_arena(g, s).lower_bound_bytes
+
+
+def test_best_fit_takes_the_smallest_fitting_gap_else_the_top():
+    import numpy as np
+
+    from streamplan.memory.arena import _best_fit
+
+    def fit(spans, nbytes):
+        lo = np.array([a for a, _ in spans], dtype=np.int64)
+        hi = np.array([b for _, b in spans], dtype=np.int64)
+        return _best_fit(lo, hi, nbytes)
+
+    assert fit([], 8) == 0
+    spans = [(10, 20), (0, 4), (30, 40), (24, 26)]  # gaps [4, 10), [20, 24), [26, 30)
+    assert fit(spans, 4) == 20  # the smallest gap that fits, the lowest of equal ones
+    assert fit(spans, 5) == 4
+    assert fit(spans, 7) == 40  # nothing fits: the top
+    assert fit([(0, 50), (10, 20)], 5) == 50  # a span nested in another leaves no gap

@@ -52,5 +52,5 @@ def test_one_stream_equal_via_cp_sat_too(g):
     live = liveness(g, s)
     w = _host_order_witness(live, list(s.launch_order))
     order = list(s.launch_order)
-    value, _, bound = _solve_segment(live, order, 0, len(order), 5.0, w)
-    assert value == bound == w[0]
+    sol = _solve_segment(live, order, 0, len(order), 5.0, w)
+    assert sol.value == sol.upper_bytes == w.live_bytes

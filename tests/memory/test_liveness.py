@@ -5,9 +5,9 @@ import pytest
 from dags import UNIT
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph, Node, Value
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory import host_order_trace, liveness, worst_case_peak
 from streamplan.schedule.events import with_derived_waits
-from streamplan.schedule.schedule import StreamSchedule
 
 
 def aliased() -> Graph:
@@ -74,5 +74,21 @@ def test_rejects_unordered_dependency():
 
 def test_rejects_incomplete_schedule():
     g = aliased()
-    with pytest.raises(ScheduleError, match="misses"):
+    with pytest.raises(ScheduleError, match="never launched"):
         liveness(g, StreamSchedule(g.node_ids[:2], {"na": 0, "nv": 0}, (), "short"))
+
+
+def test_lifetimes_table_on_the_launch_line():
+    g = aliased()
+    order = ["na", "nb", "nv", "nr", "nc"]
+    s = with_derived_waits(g, order, {"na": 0, "nv": 0, "nr": 0, "nc": 0, "nb": 1}, "two")
+    live = liveness(g, s, include_inputs=True, include_params=True)
+    lt = live.lifetimes
+    assert lt is live.lifetimes  # computed once
+    got = {life.storage: (b, d) for life, b, d in zip(live.lives, lt.birth, lt.death, strict=True)}
+    assert lt.n == 5
+    assert got == {"x": (-1, 5), "w": (-1, 5), "a": (0, 4), "b": (1, 4), "c": (4, 5)}
+    index = live.hb.launch_index
+    for life, d in zip(live.lives, lt.death, strict=True):
+        if not life.persistent:  # the last user in launch order is HB-maximal
+            assert d == max(index[u] for u in life.last_users)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime import compare_outputs, run
 from streamplan.runtime.compare import _graph_order_reference
-from streamplan.schedule.schedule import StreamSchedule
 
 
 def assert_matches_reference(

@@ -77,13 +77,14 @@ def test_registered_by_name_and_zoo_model(spy) -> None:
 
 def test_falls_back_with_one_warning(monkeypatch) -> None:
     import streamplan.runtime.compile_backend as cb
+    from streamplan.schedule import registry
 
-    def broken(graph, policy, max_streams=8):
+    def broken(graph, policy, ctx=None):
         from streamplan.errors import ScheduleError
 
         raise ScheduleError("no schedule today")
 
-    monkeypatch.setattr(rt.compare, "make_schedule", broken)
+    monkeypatch.setattr(registry, "make_schedule", broken)
     monkeypatch.setattr(cb, "_WARNED", set())
     torch._dynamo.reset()
     module = MultiOut().eval()

@@ -6,12 +6,14 @@ import pytest
 import torch
 
 from streamplan.models import load_model
-from streamplan.runtime import compare_outputs, make_schedule
+from streamplan.runtime import compare_outputs
 from streamplan.runtime.backend_api import FakeBackend
 from streamplan.runtime.compare import _graph_order_reference
 from streamplan.runtime.cuda import StreamExecutor
 from streamplan.runtime.interpret import initial_env
 from streamplan.runtime.measure import LiveBytes
+from streamplan.schedule import make_schedule
+from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.events import with_derived_waits
 
 
@@ -80,7 +82,7 @@ def test_one_stream_needs_no_record_stream_or_events() -> None:
 @pytest.mark.parametrize("policy", ["wavefront", "asap", "nimble"])
 def test_fake_backend_outputs_match(policy: str) -> None:
     graph = load_model("random:40")
-    schedule = make_schedule(graph, policy, max_streams=4)
+    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
     calls, outputs, _ = _launch(graph, schedule)
     ok, _, _ = compare_outputs(outputs, _graph_order_reference(graph, 0))
     assert ok
@@ -96,7 +98,7 @@ def test_real_cuda_matches(cuda_graph: bool) -> None:
     from streamplan.runtime import run
 
     graph = load_model("random:40")
-    schedule = make_schedule(graph, "nimble", max_streams=4)
+    schedule = make_schedule(graph, "nimble", ScheduleContext(max_streams=4))
     result = run(graph, schedule, device="cuda", repeat=3, warmup=1, cuda_graph=cuda_graph)
     ok, _, _ = compare_outputs(result.outputs, _graph_order_reference(graph, 0))
     assert ok and result.max_memory_allocated_bytes > 0

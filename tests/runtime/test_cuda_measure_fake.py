@@ -6,12 +6,14 @@ import pytest
 
 from runtime import fake_cuda
 from streamplan.models import load_model
-from streamplan.runtime import compare_outputs, make_schedule
+from streamplan.runtime import compare_outputs
 from streamplan.runtime.backend_api import TorchCudaBackend
 from streamplan.runtime.compare import _graph_order_reference
 from streamplan.runtime.cuda import StreamExecutor, measure_cuda
 from streamplan.runtime.execute import _run_cuda
 from streamplan.runtime.interpret import initial_env
+from streamplan.schedule import make_schedule
+from streamplan.schedule.context import ScheduleContext
 
 
 @pytest.fixture
@@ -25,16 +27,14 @@ def fake(monkeypatch):
 @pytest.mark.parametrize("policy", ["sequential", "asap"])
 def test_measure_cuda_runs_warms_up_captures_and_times(fake, policy, cuda_graph):
     graph = load_model("random:40")
-    schedule = make_schedule(graph, policy, max_streams=4)
+    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
     m = measure_cuda(
         graph, schedule, initial_env(graph, None, None), repeat=3, warmup=2, cuda_graph=cuda_graph
     )
-    ok, _, _ = compare_outputs(m["outputs"], _graph_order_reference(graph, 0))
+    ok, _, _ = compare_outputs(m.outputs, _graph_order_reference(graph, 0))
     assert ok
-    assert len(m["times_ms"]) == 3 and all(t >= 0 for t in m["times_ms"])
-    assert {"max_memory_allocated_bytes", "max_memory_reserved_bytes", "resident_bytes", "peak_bytes"} <= set(
-        m
-    )
+    assert len(m.times_ms) == 3 and all(t >= 0 for t in m.times_ms)
+    assert min(m.max_memory_allocated_bytes, m.max_memory_reserved_bytes, m.resident_bytes, m.peak_bytes) >= 0
     # the peak stats are reset once, after the warm-up, and (without graphs) the workspaces cleared first
     assert fake.calls.count("reset_peak_memory_stats") == 1
     assert ("clear_cublas" in fake.calls) is (not cuda_graph)
@@ -42,7 +42,7 @@ def test_measure_cuda_runs_warms_up_captures_and_times(fake, policy, cuda_graph)
 
 def test_chaos_delays_and_run_result(fake):
     graph = load_model("random:40")
-    schedule = make_schedule(graph, "nimble", max_streams=4)
+    schedule = make_schedule(graph, "nimble", ScheduleContext(max_streams=4))
     result = _run_cuda(
         graph,
         schedule,
@@ -54,7 +54,7 @@ def test_chaos_delays_and_run_result(fake):
         chaos_seed=0,
     )
     ok, _, _ = compare_outputs(result.outputs, _graph_order_reference(graph, 0))
-    assert ok and result.device == "cuda" and result.meta["chaos"] is True
+    assert ok and result.device == "cuda" and result.chaos is True
     assert result.max_memory_allocated_bytes == 0  # what the fake reports
 
 
@@ -63,7 +63,7 @@ def test_the_fake_refuses_an_unjoined_capture(fake, monkeypatch):
     import torch
 
     graph = load_model("random:40")
-    schedule = make_schedule(graph, "asap", max_streams=4)
+    schedule = make_schedule(graph, "asap", ScheduleContext(max_streams=4))
     assert schedule.num_streams > 1
     executor = StreamExecutor(graph, schedule, TorchCudaBackend())
     backend = executor.backend
@@ -117,10 +117,12 @@ def test_run_command_reports_cuda_measurements_beside_op_memory_predictions(monk
     from rich.console import Console
 
     import streamplan.runtime as runtime
+    from streamplan.app.context import make_context
+    from streamplan.app.run import profile_for, run_model
     from streamplan.frontends.builder import GraphBuilder
     from streamplan.ir.serialize import save
-    from streamplan.report.run_view import run_command
-    from streamplan.runtime.compare import Comparison
+    from streamplan.report.views import run_lines
+    from streamplan.runtime.compare import Comparison, MeasuredOpMemory
     from streamplan.runtime.measure import RunResult
 
     mib = 1 << 20
@@ -136,17 +138,35 @@ def test_run_command_reports_cuda_measurements_beside_op_memory_predictions(monk
 
     def fake_run_and_compare(target, policy, **kw):
         assert kw["device"] == "cuda" and kw["track_allocations"]
-        result = RunResult((), 1.0, (1.0,), 3 * mib, "cuda", policy, 2, 70 * mib, 96 * mib, {})
-        meta = {"op_scratch_bytes": {}, "stream_workspace_bytes": 32 * mib}
-        return Comparison("two_matmuls", policy, "cuda", True, 0.0, 0.0, result, schedule, meta=meta)
+        result = RunResult(
+            outputs=(),
+            measured_ms=1.0,
+            times_ms=(1.0,),
+            measured_peak_bytes=3 * mib,
+            device="cuda",
+            policy=policy,
+            num_streams=2,
+            max_memory_allocated_bytes=70 * mib,
+            max_memory_reserved_bytes=96 * mib,
+        )
+        return Comparison(
+            graph=graph,
+            model="two_matmuls",
+            policy=policy,
+            device="cuda",
+            matches_eager=True,
+            max_abs_error=0.0,
+            max_rel_error=0.0,
+            result=result,
+            schedule=schedule,
+            op_memory=MeasuredOpMemory(scratch_bytes={}, stream_workspace_bytes=32 * mib),
+        )
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
     monkeypatch.setattr(runtime, "run_and_compare", fake_run_and_compare)
-    emitted = []
-    kwargs = dict(policy="asap", device="cuda", max_streams=8, batch=None, chaos=False, repeat=1, seed=0)
-    run_command(Console(file=io.StringIO()), emitted.append, str(path), as_json=True, **kwargs)
-    d = emitted[0]
+    report = run_model(str(path), "asap", make_context(device=profile_for("cuda")), target="cuda", repeat=1)
+    d = report.to_dict()
     json.dumps(d)
     assert d["profile"] == "h200" and d["prediction_includes_op_memory"] is True
     # both streams run a matmul: two 32 MiB workspaces beside the graph's few MiB
@@ -154,6 +174,8 @@ def test_run_command_reports_cuda_measurements_beside_op_memory_predictions(monk
     rel = d["predicted_max_memory_allocated_bytes"] / (70 * mib) - 1
     assert d["allocated_relative_error"] == pytest.approx(rel)
     text = io.StringIO()
-    run_command(Console(file=text, width=250), emitted.append, str(path), as_json=False, **kwargs)
+    console = Console(file=text, width=250)
+    for line in run_lines(report, target="cuda", repeat=1):
+        console.print(line)
     assert "max_memory_allocated measured 70.00 MiB" in text.getvalue()
     assert "stream workspaces measured first" in text.getvalue()

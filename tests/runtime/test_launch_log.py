@@ -13,13 +13,14 @@ import importlib.util
 import pytest
 
 from runtime.launch_log import check_launch_log
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.models import load_model
-from streamplan.runtime import make_schedule
 from streamplan.runtime.backend_api import FakeBackend
 from streamplan.runtime.cuda import StreamExecutor
 from streamplan.runtime.interpret import initial_env
+from streamplan.schedule import make_schedule
+from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import POLICIES
-from streamplan.schedule.schedule import StreamSchedule
 from streamplan.schedule.verify import verify_schedule
 from streamplan.zoo.registry import ZOO
 
@@ -47,7 +48,7 @@ def _calls(graph, schedule: StreamSchedule) -> list[tuple]:
 @pytest.mark.parametrize("model", MODELS)
 def test_zoo_launch_logs_are_sound(model: str, policy: str) -> None:
     graph = _graph(model)
-    schedule = make_schedule(graph, policy, max_streams=4)
+    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
     verify_schedule(graph, schedule)
     assert check_launch_log(graph, _calls(graph, schedule)) == []
 
@@ -55,7 +56,7 @@ def test_zoo_launch_logs_are_sound(model: str, policy: str) -> None:
 @functools.cache
 def _two_stream_case():
     graph = load_model("random:200")
-    schedule = make_schedule(graph, "asap", max_streams=4)
+    schedule = make_schedule(graph, "asap", ScheduleContext(max_streams=4))
     assert schedule.num_streams > 1 and schedule.waits
     return graph, schedule
 

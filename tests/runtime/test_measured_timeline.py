@@ -5,12 +5,14 @@ from __future__ import annotations
 from streamplan.cost.measured import MeasuredCostModel, MeasuredTable, measured_op_times, op_signature
 from streamplan.cost.simulate import simulate
 from streamplan.models import load_model
-from streamplan.runtime import make_schedule, run
+from streamplan.runtime import run
+from streamplan.schedule import make_schedule
+from streamplan.schedule.context import ScheduleContext
 
 
 def test_measured_spans_respect_streams_and_data():
     g = load_model("random:60")
-    s = make_schedule(g, "asap", max_streams=4)
+    s = make_schedule(g, "asap", ScheduleContext(max_streams=4))
     result = run(g, s, chaos=True, chaos_seed=3, repeat=2)
     assert len(result.timelines) == 2
     tl = result.timeline

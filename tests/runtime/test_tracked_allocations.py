@@ -10,10 +10,12 @@ from streamplan.frontends.builder import GraphBuilder
 from streamplan.memory.allocators import OpMemory, replay
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.models import load_model
-from streamplan.runtime import make_schedule, run
+from streamplan.runtime import run
 from streamplan.runtime.interpret import initial_env
 from streamplan.runtime.measure import AllocatedBytes
 from streamplan.runtime.op_timing import op_scratch_bytes
+from streamplan.schedule import make_schedule
+from streamplan.schedule.context import ScheduleContext
 
 KIB = 1 << 10
 
@@ -56,7 +58,7 @@ def test_one_stream_tracked_peak_is_predicted_exactly(model):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_multi_stream_tracked_peak_stays_under_the_worst_case(seed):
     g = load_model("random:80")
-    s = make_schedule(g, "asap", max_streams=4)
+    s = make_schedule(g, "asap", ScheduleContext(max_streams=4))
     result = run(g, s, chaos=True, chaos_seed=seed, track_allocations=True)
     assert result.tracked_peak_bytes <= worst_case_peak(g, s).upper_bytes  # no op scratch in random graphs
 

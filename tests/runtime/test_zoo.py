@@ -13,9 +13,11 @@ import torch
 
 from streamplan.frontends.torch_capture import capture
 from streamplan.memory.host_order import host_order_peak_bytes
-from streamplan.runtime import compare_outputs, make_schedule, run
+from streamplan.runtime import compare_outputs, run
 from streamplan.runtime.compare import _flat_tensors
 from streamplan.runtime.interpret import params_from_module
+from streamplan.schedule import make_schedule
+from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import POLICIES
 from streamplan.schedule.verify import verify_schedule
 from streamplan.zoo.registry import ZOO
@@ -59,7 +61,7 @@ def zoo_model(request):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_zoo_matches_eager(zoo_model, policy: str) -> None:
     name, graph, params, inputs, ref = zoo_model
-    schedule = make_schedule(graph, policy, max_streams=4)
+    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
     verify_schedule(graph, schedule)
     for chaos in (False, True):
         result = run(graph, schedule, list(inputs), params=params, chaos=chaos)

@@ -6,9 +6,10 @@ from hypothesis import given, settings
 
 from dags import chain, dag, diamond, random_dags
 from streamplan.cost import FakeCostModel, simulate
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.models import load_model
+from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.ios import chain_units, schedule_ios, split_blocks
-from streamplan.schedule.schedule import StreamSchedule
 from streamplan.schedule.verify import verify_schedule
 
 
@@ -19,7 +20,7 @@ def one_stream(graph):
 @settings(max_examples=30, deadline=None)
 @given(graph=random_dags(1, 10))
 def test_ios_schedules_are_valid(graph):
-    sched = schedule_ios(graph, max_streams=3, r=2, s=3, block_ops=6)
+    sched = schedule_ios(graph, ScheduleContext(max_streams=3, options={"r": 2, "s": 3, "block_ops": 6}))
     verify_schedule(graph, sched)
     assert sorted(sched.launch_order) == sorted(graph.node_ids)
     assert sched.num_streams <= 3
@@ -36,7 +37,7 @@ def test_ios_schedules_are_valid(graph):
 def test_parallel_branches_get_their_own_streams():
     g = load_model("seed-example2")
     cost = FakeCostModel(1.0, occupancy=0.5)
-    sched = schedule_ios(g, cost=cost)
+    sched = schedule_ios(g, ScheduleContext(cost=cost))
     verify_schedule(g, sched)
     assert simulate(g, sched, cost).makespan_ms == 4.0  # a, {b->d | c->e}, f
     assert simulate(g, one_stream(g), cost).makespan_ms == 6.0
@@ -48,20 +49,20 @@ def test_parallel_branches_get_their_own_streams():
 def test_ios_is_never_slower_than_sequential():
     for spec in ("seed-example2", "seed-concat", "random:40:3"):
         g = load_model(spec)
-        sched = schedule_ios(g, device="v100")
+        sched = schedule_ios(g, ScheduleContext(cost="v100"))
         verify_schedule(g, sched)
         assert (
             simulate(g, sched, "v100").makespan_ms <= simulate(g, one_stream(g), "v100").makespan_ms + 1e-12
         )
     g = load_model("random:40:3")
-    sched = schedule_ios(g, device="v100")
+    sched = schedule_ios(g, ScheduleContext(cost="v100"))
     assert simulate(g, sched).makespan_ms < 0.9 * simulate(g, one_stream(g)).makespan_ms
 
 
 def test_full_occupancy_ops_stay_sequential():
     g = diamond()
     cost = FakeCostModel(1.0, occupancy=1.0)
-    sched = schedule_ios(g, cost=cost)
+    sched = schedule_ios(g, ScheduleContext(cost=cost))
     assert simulate(g, sched, cost).makespan_ms == 4.0
 
 

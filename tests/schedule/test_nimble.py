@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from dags import dag, random_dags
 from streamplan.ir.analysis import transitive_closure_bits
 from streamplan.schedule import derive_waits, make_schedule, verify_schedule
+from streamplan.schedule.context import ScheduleContext
 
 NO_CAP = 10**6
 
@@ -71,7 +72,7 @@ def _assert_independent_apart(g, s):
 @settings(max_examples=30, deadline=None)
 @given(random_dags(1, 7))
 def test_nimble_is_maximally_concurrent_with_fewest_events(g):
-    s = make_schedule(g, "nimble", max_streams=NO_CAP)
+    s = make_schedule(g, "nimble", ScheduleContext(max_streams=NO_CAP))
     verify_schedule(g, s)
     _assert_independent_apart(g, s)
     assert s.num_events == _min_events(g)
@@ -80,14 +81,14 @@ def test_nimble_is_maximally_concurrent_with_fewest_events(g):
 def test_chains_are_merged_onto_fewer_streams():
     # Two ordered chains (n0 -> n1, then n2 -> n3 after n1) and a side op: 2 streams, not 3.
     g = dag({1: [0], 2: [1], 3: [2], 4: [0], 5: [3, 4]}, 6)
-    s = make_schedule(g, "nimble", max_streams=NO_CAP)
+    s = make_schedule(g, "nimble", ScheduleContext(max_streams=NO_CAP))
     assert s.num_streams == 2
     _assert_independent_apart(g, s)
 
 
 def test_cap_reports_lost_concurrency():
     g = dag({1: [0], 2: [0], 3: [0], 4: [1, 2, 3]}, 5)  # three parallel branches
-    s = make_schedule(g, "nimble", max_streams=2)
+    s = make_schedule(g, "nimble", ScheduleContext(max_streams=2))
     verify_schedule(g, s)
     assert s.num_streams == 2
     assert s.meta["streams_uncapped"] == 3

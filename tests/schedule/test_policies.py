@@ -1,7 +1,5 @@
 """Every policy's schedule passes the verifier, respects the stream cap, and launches in topological order."""
 
-import importlib.util
-
 import pytest
 from hypothesis import given, settings
 
@@ -9,6 +7,7 @@ from dags import random_dags
 from streamplan.errors import ScheduleError
 from streamplan.models import load_model
 from streamplan.schedule import POLICIES, available_policies, get_policy, make_schedule, verify_schedule
+from streamplan.schedule.context import ScheduleContext
 
 # ios has its own tests (test_ios.py, with the simulator); it joins only the small fixed graphs here.
 ALL = list(available_policies())
@@ -35,7 +34,7 @@ def test_unknown_policy_lists_the_policies():
     with pytest.raises(ScheduleError, match="sequential, memory, wavefront"):
         make_schedule(g, "fastest")
     with pytest.raises(ScheduleError, match="max_streams"):
-        make_schedule(g, "asap", max_streams=0)
+        make_schedule(g, "asap", ScheduleContext(max_streams=0))
 
 
 @settings(max_examples=40, deadline=None)
@@ -43,11 +42,11 @@ def test_unknown_policy_lists_the_policies():
 def test_every_policy_verifies_on_random_dags(g):
     for policy in LOCAL:
         for max_streams in (1, 2, 8):
-            s = make_schedule(g, policy, max_streams=max_streams)
+            s = make_schedule(g, policy, ScheduleContext(max_streams=max_streams))
             _check(g, s, max_streams)
             assert s.meta["search_time_s"] >= 0
             # the raw policy output (before pruning) is valid too
-            _check(g, get_policy(policy)(g, max_streams=max_streams), max_streams)
+            _check(g, get_policy(policy)(g, ScheduleContext(max_streams=max_streams)), max_streams)
 
 
 # ios on random:200 searches for seconds per stream cap; test_ios.py covers random graphs.
@@ -63,7 +62,7 @@ GRAPH_CASES = [
 def test_zoo_graphs_verify(spec, policy):
     g = load_model(spec)
     for max_streams in (1, 2, 8):
-        _check(g, make_schedule(g, policy, max_streams=max_streams), max_streams)
+        _check(g, make_schedule(g, policy, ScheduleContext(max_streams=max_streams)), max_streams)
 
 
 @pytest.mark.parametrize("policy", ["asap", "wavefront", "nimble"])
@@ -90,11 +89,7 @@ def test_wavefront_barrier_keeps_waves_apart():
     assert s.meta["waves"] == 2  # {n0..n2, n3..n6} then {n7}
 
 
-_HAS_CAPTURE = importlib.util.find_spec("streamplan.frontends.torch_capture") is not None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _HAS_CAPTURE, reason="torch capture not available yet")
 @pytest.mark.parametrize("spec", ["squeezenet", "inception_v3"])
 def test_captured_models_verify(spec):
     g = load_model(spec)

@@ -29,7 +29,6 @@ EXPECTED = {
     "gpt2": (124_439_808, (1, 128, 768)),
 }
 TORCH_MODELS = [m.name for m in ZOO.values() if m.kind == "torch"]
-HAS_CAPTURE = importlib.util.find_spec("streamplan.frontends.torch_capture") is not None
 
 
 @pytest.fixture(scope="module", params=sorted(EXPECTED))
@@ -109,7 +108,6 @@ def test_randwire_c109_is_close_to_the_paper() -> None:
     assert abs(count - PAPER_C109_PUBLISHED) / PAPER_C109_PUBLISHED < 0.02
 
 
-@pytest.mark.skipif(not HAS_CAPTURE, reason="streamplan.frontends.torch_capture is not available yet")
 def test_capture_and_verify(zoo_model: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     from streamplan.ir.verify import verify
     from streamplan.models import load_model

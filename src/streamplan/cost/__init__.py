@@ -2,7 +2,14 @@
 
 from streamplan.cost.devices import DEVICES, DeviceProfile, device_names, get_device
 from streamplan.cost.measured import MeasuredCostModel, MeasuredTable, op_signature
-from streamplan.cost.opcost import AnalyticCostModel, CostModel, FakeCostModel, is_view_op, resolve_cost
+from streamplan.cost.opcost import (
+    AnalyticCostModel,
+    CostModel,
+    DeviceFacts,
+    FakeCostModel,
+    is_view_op,
+    resolve_cost,
+)
 from streamplan.cost.simulate import critical_path_ms, op_costs, simulate
 from streamplan.cost.timeline import OpSpan, Timeline
 
@@ -10,6 +17,7 @@ __all__ = [
     "DEVICES",
     "AnalyticCostModel",
     "CostModel",
+    "DeviceFacts",
     "DeviceProfile",
     "FakeCostModel",
     "MeasuredCostModel",

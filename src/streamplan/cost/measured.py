@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from streamplan.cost.devices import DeviceProfile
-from streamplan.cost.opcost import CostModel, resolve_cost
+from streamplan.cost.opcost import CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import FileFormatError
 from streamplan.ir.graph import Graph, Node
@@ -105,7 +105,7 @@ class MeasuredTable:
 
     @staticmethod
     def load(path: str | Path) -> MeasuredTable:
-        from streamplan.jsonfile import read_json
+        from streamplan.files import read_json
 
         return MeasuredTable.from_dict(read_json(path), source=str(path))
 
@@ -147,6 +147,10 @@ class MeasuredCostModel(CostModel):
         self.device_name = table.device or self.fallback.device_name
         self.hits = 0
         self.misses = 0
+
+    @property
+    def device_facts(self) -> DeviceFacts:
+        return self.fallback.device_facts
 
     def op_time_ms(self, graph: Graph, node: Node) -> float:
         t = self.table.ops.get(op_signature(graph, node))

@@ -18,8 +18,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from streamplan.cost.devices import DeviceProfile, get_device
+from streamplan.ir.dtypes import numel
 from streamplan.ir.graph import Graph, Node
 
 # Ops that only make a new tensor header (or nothing): no kernel, no device time.
@@ -108,10 +110,34 @@ def is_view_op(graph: Graph, node: Node) -> bool:
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    """What the simulator needs to know about a device beyond the ops' own costs."""
+
+    max_queues: int | None = None  # hardware work queues; None: one per stream
+    event_record_ms: float = 0.0  # host time to record an event after an op others wait for
+    event_wait_ms: float = 0.0  # host time per cross-stream wait issued before an op
+    event_resume_ms: float = 0.0  # device latency before a stream resumes after a cross-stream wait
+
+    @staticmethod
+    def of(device: DeviceProfile) -> DeviceFacts:
+        return DeviceFacts(
+            max_queues=device.max_queues,
+            event_record_ms=device.event_record_ms,
+            event_wait_ms=device.event_wait_ms,
+            event_resume_ms=device.event_resume_ms,
+        )
+
+
 class CostModel(ABC):
     """What the simulator needs to know about an op on a device."""
 
     device_name: str = ""
+
+    @property
+    def device_facts(self) -> DeviceFacts:
+        """Queues and event costs (none by default: an idealised device)."""
+        return DeviceFacts()
 
     @abstractmethod
     def op_time_ms(self, graph: Graph, node: Node) -> float:
@@ -136,6 +162,10 @@ class AnalyticCostModel(CostModel):
     def __init__(self, device: str | DeviceProfile = "v100"):
         self.device = get_device(device)
         self.device_name = self.device.name
+
+    @property
+    def device_facts(self) -> DeviceFacts:
+        return DeviceFacts.of(self.device)
 
     # -- interface ----------------------------------------------------------
     def op_time_ms(self, graph: Graph, node: Node) -> float:
@@ -180,10 +210,10 @@ class AnalyticCostModel(CostModel):
     def _blocks(self, graph: Graph, node: Node, gemm: bool) -> tuple[int, int]:
         """(thread blocks the op launches, resident-block slots of the device)."""
         d = self.device
-        out_numel = sum(_numel(graph.values[o].shape) for o in node.outputs if o in graph.values)
+        out_numel = sum(numel(graph.values[o].shape) for o in node.outputs if o in graph.values)
         out_numel = max(1, out_numel)
         if not gemm:
-            in_numel = sum(_numel(graph.values[i].shape) for i in node.inputs if i in graph.values)
+            in_numel = sum(numel(graph.values[i].shape) for i in node.inputs if i in graph.values)
             # reductions parallelise over their input, elementwise ops over their output
             work = max(out_numel, in_numel // 8)
             return max(1, math.ceil(work / ELEMS_PER_BLOCK)), d.sms * d.vector_blocks_per_sm
@@ -230,13 +260,6 @@ def resolve_cost(cost: CostModel | str | DeviceProfile | None, default: str = "v
     if isinstance(cost, CostModel):
         return cost
     return AnalyticCostModel(cost if cost is not None else default)
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for x in shape:
-        n *= x
-    return n
 
 
 def _dtype_of(graph: Graph, node: Node) -> str:

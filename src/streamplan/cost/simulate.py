@@ -1,6 +1,6 @@
 """Discrete-event simulation of a ``StreamSchedule`` under a cost model.
 
-Semantics (DESIGN §5):
+Semantics (``docs/simulator.md``):
 
 - the host issues ops in launch order, paying each op's launch overhead, and never
   blocks on the device; an op can start once its launch is done;
@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streamplan.cost.devices import DeviceProfile
-from streamplan.cost.opcost import CostModel, resolve_cost
+from streamplan.cost.opcost import CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
-from streamplan.schedule.schedule import StreamSchedule
+from streamplan.ir.schedule import StreamSchedule, check_structure
 
 _EPS = 1e-12
 
@@ -98,18 +98,18 @@ def _gc_paused():
 
 def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queues: int | None) -> Timeline:
     order = schedule.launch_order
-    index = _check_schedule(graph, schedule)
+    index = _launch_index(graph, schedule)
     costs = op_costs(graph, order, model)
+    facts = model.device_facts
     if max_queues is None:
-        device = getattr(model, "device", None)
-        max_queues = getattr(device, "max_queues", None) or len(order) or 1
+        max_queues = facts.max_queues or len(order) or 1
     stream_ids = sorted(set(schedule.streams[op] for op in order))
     slot = {s: k % max_queues for k, s in enumerate(stream_ids)}
     queue = [slot[schedule.streams[op]] for op in order]
     waits: list[list[int]] = [[] for _ in order]
     for w in schedule.waits:
         waits[index[w.before]].append(index[w.after])
-    costs = _with_event_costs(costs, waits, getattr(model, "device", None))
+    costs = _with_event_costs(costs, waits, facts)
     launch_done, start, end = run_events(costs, queue, waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
@@ -134,11 +134,9 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
     return Timeline(spans, makespan, busy, model.device_name, meta)
 
 
-def _with_event_costs(costs: OpCosts, waits: Sequence[Sequence[int]], device: object) -> OpCosts:
+def _with_event_costs(costs: OpCosts, waits: Sequence[Sequence[int]], facts: DeviceFacts) -> OpCosts:
     """Charge events: the host records and waits (launch time), the released stream resumes late."""
-    rec = float(getattr(device, "event_record_ms", 0.0) or 0.0)
-    wait = float(getattr(device, "event_wait_ms", 0.0) or 0.0)
-    resume = float(getattr(device, "event_resume_ms", 0.0) or 0.0)
+    rec, wait, resume = facts.event_record_ms, facts.event_wait_ms, facts.event_resume_ms
     if not (rec or wait or resume) or not any(waits):
         return costs
     launch, times = list(costs.launch_ms), list(costs.time_ms)
@@ -229,31 +227,7 @@ def run_events(
     return launch_done, start, end
 
 
-def _check_schedule(graph: Graph, schedule: StreamSchedule) -> dict[str, int]:
-    """Launch index of every op; errors for missing, repeated or unknown ops and late waits."""
-    index: dict[str, int] = {}
-    for i, op in enumerate(schedule.launch_order):
-        if op in index:
-            raise ScheduleError(f"op {op!r} is launched twice", where=schedule.policy)
-        if not graph.has_node(op):
-            raise ScheduleError(f"op {op!r} is not in graph {graph.name!r}", where=schedule.policy)
-        if op not in schedule.streams:
-            raise ScheduleError(f"op {op!r} has no stream", where=schedule.policy)
-        index[op] = i
-    if len(index) != len(graph.nodes):
-        missing = next(n for n in graph.node_ids if n not in index)
-        raise ScheduleError(
-            f"{len(graph.nodes) - len(index)} ops are never launched, e.g. {missing!r}", where=schedule.policy
-        )
-    for w in schedule.waits:
-        if w.after not in index or w.before not in index:
-            raise ScheduleError(
-                f"wait {w.after!r} -> {w.before!r} names an unknown op", where=schedule.policy
-            )
-        if index[w.after] >= index[w.before]:
-            raise ScheduleError(
-                f"{w.before!r} waits for {w.after!r}, which is launched later",
-                where=schedule.policy,
-                hint="an event must be recorded before it is waited on",
-            )
-    return index
+def _launch_index(graph: Graph, schedule: StreamSchedule) -> dict[str, int]:
+    """Launch index of every op, once the schedule is known to be structurally sound."""
+    check_structure(graph, schedule)
+    return {op: i for i, op in enumerate(schedule.launch_order)}

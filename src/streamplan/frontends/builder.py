@@ -17,7 +17,7 @@ from typing import Any
 
 from streamplan.errors import GraphError
 from streamplan.frontends.argcodec import tensor_ref
-from streamplan.ir.dtypes import tensor_bytes
+from streamplan.ir.dtypes import numel, tensor_bytes
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.ir.verify import verify
 
@@ -57,7 +57,7 @@ class GraphBuilder:
         if op not in UNARY_OPS:
             raise GraphError(f"unknown unary op {op!r}", hint=f"use one of {', '.join(UNARY_OPS)}")
         shape = self.shape(x)
-        return self._op(f"aten.{op}.default", [x], shape, [tensor_ref(x)], flops=_numel(shape), name=name)
+        return self._op(f"aten.{op}.default", [x], shape, [tensor_ref(x)], flops=numel(shape), name=name)
 
     def relu(self, x: str, *, name: str | None = None) -> str:
         return self.unary("relu", x, name=name)
@@ -66,7 +66,7 @@ class GraphBuilder:
         sx, sy = self.shape(x), self.shape(y)
         shape = _broadcast(sx, sy, self.name)
         return self._op(
-            "aten.add.Tensor", [x, y], shape, [tensor_ref(x), tensor_ref(y)], flops=_numel(shape), name=name
+            "aten.add.Tensor", [x, y], shape, [tensor_ref(x), tensor_ref(y)], flops=numel(shape), name=name
         )
 
     def concat(self, xs: Sequence[str], dim: int = 1, *, name: str | None = None) -> str:
@@ -163,7 +163,7 @@ class GraphBuilder:
         else:
             raise GraphError(f"unknown pool kind {kind!r}", hint="use 'max' or 'avg'")
         args = [tensor_ref(x), [kernel, kernel], [s, s], [padding, padding]]
-        return self._op(op, [x], shape, args, flops=_numel(shape) * kernel * kernel, name=name)
+        return self._op(op, [x], shape, args, flops=numel(shape) * kernel * kernel, name=name)
 
     # -- finish ------------------------------------------------------------
     def build(self, outputs: Sequence[str], **meta: Any) -> Graph:
@@ -217,13 +217,6 @@ class GraphBuilder:
             )
         )
         return out.id
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...], where: str) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from streamplan.ir.dtypes import numel
 from streamplan.ir.graph import Value
 
 _NORMS = {
@@ -133,11 +134,6 @@ _SDPA = {
     "_scaled_dot_product_cudnn_attention",
     "_scaled_dot_product_attention_math",
 }
-
-
-def numel(shape: Sequence[int]) -> int:
-    """Number of elements of a tensor of ``shape``."""
-    return math.prod(shape)
 
 
 def node_flops(name: str, bound: dict[str, Any], outputs: Sequence[Value]) -> int:

@@ -109,7 +109,6 @@ class FxConverter:
         out_ids = list(dict.fromkeys(v for leaf in leaves for v in iter_tensor_refs(leaf)))
         meta: dict[str, Any] = {
             "source": source,
-            "param_names": self.fqns,
             "input_names": [v for v in input_names if v in self.values],
             "output_values": leaves,
         }
@@ -125,6 +124,7 @@ class FxConverter:
             tuple(self.params),
             tuple(out_ids),
             meta,
+            param_names=self.fqns,
         )
         return verify(graph)
 

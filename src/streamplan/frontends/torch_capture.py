@@ -17,8 +17,8 @@ A multi-output op gets one value per tensor result (the ``getitem`` node names, 
 ``<node>.out<i>`` for results nobody reads) and ``attrs["output_index"]`` saying
 which result each output is.
 
-Graph ``meta``: ``param_names`` (value id -> state_dict name, for params, buffers
-and constants), ``input_names`` (user-input value ids in call order),
+``Graph.param_names`` maps value ids to state_dict names (for params, buffers
+and constants). Graph ``meta``: ``input_names`` (user-input value ids in call order),
 ``output_values`` (the flattened outputs, encoded: ``{"$v": id}`` or a constant),
 ``output_structure`` (a ``torch.utils._pytree`` treespec dump, when it serializes)
 and ``constant_values`` (small lifted constants, as nested lists).
@@ -109,7 +109,7 @@ def graph_from_fx(
 
     Placeholders are user inputs unless ``params`` names them (by placeholder name
     or target); those become params (``nn.Parameter``) or buffers (other tensors),
-    with ``meta["param_names"]`` mapping each to its key in ``params``.
+    with ``Graph.param_names`` mapping each to its key in ``params``.
     """
     params = params or {}
     kinds: dict[str, str] = {}

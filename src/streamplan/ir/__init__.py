@@ -1,8 +1,9 @@
-"""The graph IR: values, nodes, graphs, verification, printing and JSON."""
+"""The IR: values, nodes, graphs and stream schedules (plain data), verification, printing and JSON."""
 
 from streamplan.ir.analysis import critical_path_ops, max_parallelism
 from streamplan.ir.graph import Graph, Node, Storage, Value
 from streamplan.ir.printer import format_graph
+from streamplan.ir.schedule import StreamSchedule, Wait, check_structure, structure_problems
 from streamplan.ir.serialize import dumps, load, loads, save
 from streamplan.ir.verify import verify
 
@@ -11,6 +12,10 @@ __all__ = [
     "Node",
     "Storage",
     "Value",
+    "StreamSchedule",
+    "Wait",
+    "check_structure",
+    "structure_problems",
     "verify",
     "format_graph",
     "dumps",

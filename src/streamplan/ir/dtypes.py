@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 ITEMSIZE_BYTES: dict[str, int] = {
     "float64": 8,
     "float32": 4,
@@ -28,9 +31,11 @@ def itemsize(dtype: str) -> int:
         raise KeyError(f"unknown dtype {dtype!r}; known: {', '.join(ITEMSIZE_BYTES)}") from None
 
 
+def numel(shape: Sequence[int]) -> int:
+    """Number of elements of a tensor of ``shape`` (1 for a scalar)."""
+    return math.prod(shape)
+
+
 def tensor_bytes(shape: tuple[int, ...], dtype: str) -> int:
     """Bytes of a dense tensor of ``shape`` and ``dtype``."""
-    numel = 1
-    for d in shape:
-        numel *= d
-    return numel * itemsize(dtype)
+    return numel(shape) * itemsize(dtype)

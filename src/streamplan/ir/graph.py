@@ -15,9 +15,13 @@ waits for that write).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from streamplan.ir.dtypes import itemsize
+from streamplan.ir.frozen import FrozenDict, freeze
+from streamplan.ir.printer import format_graph
 
 ValueKind = Literal["input", "param", "buffer", "activation", "constant"]
 VALUE_KINDS: tuple[str, ...] = ("input", "param", "buffer", "activation", "constant")
@@ -54,7 +58,7 @@ class Node:
     op: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    attrs: dict[str, Any] = field(default_factory=dict, compare=True)
+    attrs: Mapping[str, Any] = field(default_factory=FrozenDict, compare=True)
     flops: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
@@ -64,6 +68,11 @@ class Node:
         for name in ("inputs", "outputs", "mutates"):
             if not isinstance(getattr(self, name), tuple):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "attrs", freeze(self.attrs))
+
+    def __hash__(self) -> int:
+        # attrs may hold lists (encoded call arguments): hash what identifies the op
+        return hash((self.id, self.op, self.inputs, self.outputs, self.mutates))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,24 +90,34 @@ class Graph:
     """An immutable DAG of nodes in a valid topological order.
 
     ``inputs`` are user inputs, ``params`` parameters and buffers, ``outputs`` the
-    values the graph returns. Edits return a new graph (``dataclasses.replace``).
-    Lookups (producer, consumers, predecessors) are indexed once at construction.
+    values the graph returns. ``param_names`` maps a param/buffer/constant value id to
+    the name it has in the captured module's ``state_dict`` (how the runtime finds the
+    module's tensors). Edits return a new graph (``dataclasses.replace``).
+    Lookups (producer, consumers, predecessors) are indexed once at construction;
+    ``values`` and ``meta`` are read-only mappings, so the index cannot go stale.
     """
 
     name: str
     nodes: tuple[Node, ...]
-    values: dict[str, Value]
+    values: Mapping[str, Value]
     inputs: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=FrozenDict)
+    param_names: Mapping[str, str] = field(default_factory=FrozenDict)
     _index: _Index = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("nodes", "inputs", "params", "outputs"):
             if not isinstance(getattr(self, name), tuple):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "values", freeze(self.values))
+        object.__setattr__(self, "meta", freeze(self.meta))
+        object.__setattr__(self, "param_names", freeze(self.param_names))
         object.__setattr__(self, "_index", _Index.build(self))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.nodes, self.inputs, self.params, self.outputs))
 
     # -- lookups ---------------------------------------------------------
     def node(self, node_id: str) -> Node:
@@ -129,11 +148,11 @@ class Graph:
     def successors(self, node_id: str) -> tuple[str, ...]:
         return self._index.succs[self._index.position[node_id]]
 
-    def pred_positions(self) -> list[tuple[int, ...]]:
+    def pred_positions(self) -> tuple[tuple[int, ...], ...]:
         """Predecessors of every node as positions (fast path for algorithms)."""
         return self._index.pred_pos
 
-    def succ_positions(self) -> list[tuple[int, ...]]:
+    def succ_positions(self) -> tuple[tuple[int, ...], ...]:
         return self._index.succ_pos
 
     def edges(self) -> Iterable[tuple[str, str]]:
@@ -150,7 +169,7 @@ class Graph:
     def storage_of(self, value_id: str) -> str:
         return self.values[value_id].storage
 
-    def storages(self) -> dict[str, Storage]:
+    def storages(self) -> Mapping[str, Storage]:
         """Every storage, keyed by its id, with its size, kind and member values."""
         return self._index.storages
 
@@ -167,8 +186,6 @@ class Graph:
         return sum(s.nbytes for s in self._index.storages.values() if s.kind in ("buffer", "constant"))
 
     def param_count(self) -> int:
-        from streamplan.ir.dtypes import itemsize
-
         total = 0
         for vid in self.params:
             v = self.values[vid]
@@ -194,22 +211,20 @@ class Graph:
         return len(self.nodes)
 
     def __str__(self) -> str:
-        from streamplan.ir.printer import format_graph
-
         return format_graph(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Index:
     node_ids: tuple[str, ...]
-    position: dict[str, int]
-    producer: dict[str, str]
-    consumers: dict[str, tuple[str, ...]]
-    preds: list[tuple[str, ...]]
-    succs: list[tuple[str, ...]]
-    pred_pos: list[tuple[int, ...]]
-    succ_pos: list[tuple[int, ...]]
-    storages: dict[str, Storage]
+    position: Mapping[str, int]
+    producer: Mapping[str, str]
+    consumers: Mapping[str, tuple[str, ...]]
+    preds: tuple[tuple[str, ...], ...]
+    succs: tuple[tuple[str, ...], ...]
+    pred_pos: tuple[tuple[int, ...], ...]
+    succ_pos: tuple[tuple[int, ...], ...]
+    storages: Mapping[str, Storage]
 
     @staticmethod
     def build(g: Graph) -> _Index:
@@ -269,17 +284,17 @@ class _Index:
         for i, ps in enumerate(pred_pos):
             for j in ps:
                 succ_lists[j].append(i)
-        succ_pos = [tuple(s) for s in succ_lists]
-        preds = [tuple(node_ids[j] for j in ps) for ps in pred_pos]
-        succs = [tuple(node_ids[j] for j in ss) for ss in succ_pos]
+        succ_pos = tuple(tuple(s) for s in succ_lists)
+        preds = tuple(tuple(node_ids[j] for j in ps) for ps in pred_pos)
+        succs = tuple(tuple(node_ids[j] for j in ss) for ss in succ_pos)
         return _Index(
-            node_ids,
-            position,
-            producer,
-            {k: tuple(v) for k, v in consumers.items()},
-            preds,
-            succs,
-            pred_pos,
-            succ_pos,
-            storages,
+            node_ids=node_ids,
+            position=FrozenDict(position),
+            producer=FrozenDict(producer),
+            consumers=FrozenDict({k: tuple(v) for k, v in consumers.items()}),
+            preds=preds,
+            succs=succs,
+            pred_pos=tuple(pred_pos),
+            succ_pos=succ_pos,
+            storages=FrozenDict(storages),
         )

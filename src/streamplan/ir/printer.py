@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from streamplan.ir.graph import Graph, Node, Value
+from typing import Any
+
+# graph.py imports this module (``Graph.__str__``), so it must not import graph.py back:
+# the functions take the IR's objects by shape.
+Graph = Node = Value = Any
 
 _SHORT_DTYPE = {
     "float32": "f32",

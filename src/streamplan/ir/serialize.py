@@ -21,7 +21,8 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "inputs": list(graph.inputs),
         "params": list(graph.params),
         "outputs": list(graph.outputs),
-        "meta": graph.meta,
+        "meta": dict(graph.meta),
+        **({"param_names": dict(graph.param_names)} if graph.param_names else {}),
         "values": [
             {
                 "id": v.id,
@@ -88,6 +89,9 @@ def graph_from_dict(data: Any, *, source: str = "<dict>") -> Graph:
             )
             for n in data["nodes"]
         )
+        meta = dict(data.get("meta", {}))
+        # files written before param_names was a field of its own kept it in meta
+        param_names = data.get("param_names", meta.pop("param_names", {}))
         return Graph(
             name=str(data.get("name", "graph")),
             nodes=nodes,
@@ -95,7 +99,8 @@ def graph_from_dict(data: Any, *, source: str = "<dict>") -> Graph:
             inputs=tuple(data.get("inputs", ())),
             params=tuple(data.get("params", ())),
             outputs=tuple(data.get("outputs", ())),
-            meta=dict(data.get("meta", {})),
+            meta=meta,
+            param_names={str(k): str(v) for k, v in dict(param_names).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise FileFormatError(
@@ -122,6 +127,6 @@ def save(graph: Graph, path: str | Path) -> None:
 
 
 def load(path: str | Path) -> Graph:
-    from streamplan.jsonfile import read_json
+    from streamplan.files import read_json
 
     return graph_from_dict(read_json(path), source=str(path))

@@ -1,4 +1,4 @@
-"""Memory under a multi-stream schedule: every peak that answers a question (DESIGN §4).
+"""Memory under a multi-stream schedule: every peak that answers a question (``docs/memory.md``).
 
 Host-order trace (what a program-order estimator reports), worst-case device peak
 over every timing, simulated peak along a timeline, static arena and its lower

@@ -1,4 +1,4 @@
-"""A static arena valid for every timing (DESIGN §4, figure 5).
+"""A static arena valid for every timing (``docs/memory.md``, figure 5).
 
 Two storages *never coexist* iff every HB-maximal user of one happens-before the
 creator of the other (outputs and resident storages never die); otherwise they may
@@ -11,8 +11,9 @@ byte total overflows the solver's int32 capacities are sizes rounded, and the
 bound is then a proven, not exact, one: ``lower_bound_exact=False``.)
 
 Placement: best fit (the smallest gap between already placed conflicting storages
-that fits) under several orders — size, lifetime length, birth — keeping the
-smallest arena.
+that fits) under several orders — size, lifetime length, birth, conflict weight,
+breadth — then iterated greedy (the storages reaching the top placed first) and
+seeded perturbations of the size order, keeping the smallest arena.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamplan.ir.graph import Graph
-from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
-from streamplan.schedule.schedule import StreamSchedule
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.liveness import Includes, Lifetimes, Liveness, StorageLife, liveness
 
 MAX_CONFLICT_PAIRS = 20_000_000  # above this, place on conservative launch intervals
 
@@ -88,10 +89,11 @@ class _Ranges:
         for life in live.lives:
             if life.creator is not None:
                 self.created.setdefault(life.creator, []).append(life)
-        born = [life for life in live.lives if life.creator is not None]
+        born_at = [i for i, life in enumerate(live.lives) if life.creator is not None]
+        born = [live.lives[i] for i in born_at]
         big = np.iinfo(np.int64).max
         death = np.array([live.death_clock(x) or (big,) * k for x in born], dtype=np.int64).reshape(-1, k)
-        pos = np.array([hb.launch_index[x.creator] for x in born], dtype=np.int64)
+        pos = np.array([live.lifetimes.birth[i] for i in born_at], dtype=np.int64)
         first_after = np.zeros((len(born), k), dtype=np.int64)
         dead_from = np.zeros((len(born), k), dtype=np.int64)
         for t, ops in enumerate(self.ops):
@@ -190,33 +192,41 @@ def _neighbours(n: int, first: np.ndarray, second: np.ndarray) -> list[np.ndarra
     return [dst[bounds[i] : bounds[i + 1]] for i in range(n)]
 
 
+def _best_fit(lo: np.ndarray, hi: np.ndarray, nbytes: int) -> int:
+    """Offset for ``nbytes`` among the placed storages it conflicts with, at ``[lo, hi)``.
+
+    The start of the smallest free gap that fits (the lowest of equal gaps), or the
+    top of those storages when none fits; 0 when there are none.
+    """
+    if not len(lo):
+        return 0
+    srt = np.argsort(lo, kind="stable")
+    lo = lo[srt]
+    top = np.maximum.accumulate(hi[srt])
+    starts = np.concatenate(([0], top[:-1]))  # free space begins after everything below
+    gaps = lo - starts
+    fit = np.nonzero(gaps >= nbytes)[0]
+    return int(starts[fit[np.argmin(gaps[fit])]]) if len(fit) else int(top[-1])
+
+
 def _place(order: list[int], size: np.ndarray, nbrs: list[np.ndarray]) -> np.ndarray:
-    """Best-fit placement in ``order``: the smallest fitting gap among placed neighbours."""
+    """Best-fit placement in ``order`` against the already placed conflict neighbours."""
     off = np.full(len(size), -1, dtype=np.int64)
     for i in order:
         nb = nbrs[i]
         nb = nb[off[nb] >= 0]
-        if not len(nb):
-            off[i] = 0
-            continue
         lo = off[nb]
-        srt = np.argsort(lo, kind="stable")
-        lo = lo[srt]
-        top = np.maximum.accumulate(lo + size[nb][srt])
-        starts = np.concatenate(([0], top[:-1]))  # free space begins after everything below
-        gaps = lo - starts
-        fit = np.nonzero(gaps >= size[i])[0]
-        off[i] = starts[fit[np.argmin(gaps[fit])]] if len(fit) else top[-1]
+        off[i] = _best_fit(lo, lo + size[nb], size[i])
     return off
 
 
-def _breadth(lives: list[StorageLife], birth, death, n: int) -> list[int]:
+def _breadth(lives: list[StorageLife], lt: Lifetimes) -> list[int]:
     """Greedy-by-breadth key: the heaviest launch-order load over each storage's lifetime
     (storages at the fullest moments are placed first, as TFLite's planner does)."""
-    diff = np.zeros(n + 3, dtype=np.int64)
+    diff = np.zeros(lt.n + 3, dtype=np.int64)
     spans = []
-    for life in lives:
-        b, d = birth(life) + 1, death(life) + 1  # shift: residents are born at -1
+    for life, birth, death in zip(lives, lt.birth, lt.death, strict=True):
+        b, d = birth + 1, death + 1  # shift: residents are born at -1
         spans.append((b, d))
         diff[b] += life.nbytes
         diff[d + 1] -= life.nbytes
@@ -224,22 +234,28 @@ def _breadth(lives: list[StorageLife], birth, death, n: int) -> list[int]:
     return [int(load[b : d + 1].max()) for b, d in spans]
 
 
-def _promote_top(best, keys, lives, size, nbrs, bound, rounds: int = 40):
+@dataclass(frozen=True, eq=False)
+class _Placement:
+    """One placement found: its arena size, the order that produced it, the offsets."""
+
+    arena_bytes: int
+    order: str
+    offsets: np.ndarray
+
+
+def _promote_top(best: _Placement, keys, lives, size, nbrs, bound: int, rounds: int = 40) -> _Placement:
     """Iterated greedy: the storages that reach the top of the arena are moved to the front of
     the placement order and everything is placed again; keep the best arena seen."""
-    top, name, off = best
+    name, top, off = best.order, best.arena_bytes, best.offsets
     order = sorted(range(len(lives)), key=keys[name] if name in keys else keys["size"])
     for _ in range(rounds):
-        ends = off + size
-        culprits = set(np.nonzero(ends >= top)[0].tolist())
-        # also the neighbours that sit under them: they decided where the culprits landed
+        culprits = set(np.nonzero(off + size >= top)[0].tolist())
         order = [i for i in order if i in culprits] + [i for i in order if i not in culprits]
         off = _place(order, size, nbrs)
-        t = int((off + size).max())
-        if t < best[0]:
-            best = (t, f"{name}+promote", off)
-        top = t
-        if best[0] <= bound:
+        top = int((off + size).max())
+        if top < best.arena_bytes:
+            best = _Placement(top, f"{name}+promote", off)
+        if best.arena_bytes <= bound:
             break
     return best
 
@@ -262,39 +278,34 @@ def plan_arena(
     ranges = _Ranges(live)
     if ranges.pair_count() > MAX_CONFLICT_PAIRS:
         return _plan_by_launch_intervals(live, ranges)
-    index = live.hb.launch_index
-    n = len(index)
-
-    def birth(s: StorageLife) -> int:
-        return -1 if s.creator is None else index[s.creator]
-
-    def death(s: StorageLife) -> int:
-        return n if s.persistent else max(index[u] for u in s.users)
-
+    lt = live.lifetimes
+    birth, death = lt.birth, lt.death
     lives = list(live.lives)
     size = np.array([s.nbytes for s in lives], dtype=np.int64)
     nbrs = _neighbours(len(lives), *conflict_pairs(live, ranges))
     keys = {
-        "size": lambda i: (-lives[i].nbytes, birth(lives[i])),
-        "lifetime": lambda i: (-(death(lives[i]) - birth(lives[i])), -lives[i].nbytes, birth(lives[i])),
-        "birth": lambda i: (birth(lives[i]), -lives[i].nbytes),
-        "conflict-weight": lambda i: (-len(nbrs[i]) * lives[i].nbytes, birth(lives[i])),
+        "size": lambda i: (-lives[i].nbytes, birth[i]),
+        "lifetime": lambda i: (-(death[i] - birth[i]), -lives[i].nbytes, birth[i]),
+        "birth": lambda i: (birth[i], -lives[i].nbytes),
+        "conflict-weight": lambda i: (-len(nbrs[i]) * lives[i].nbytes, birth[i]),
     }
     if len(lives) <= RANDOM_RESTART_MAX_STORAGES:
-        breadth = _breadth(lives, birth, death, n)
-        keys["breadth"] = lambda i: (-breadth[i], -lives[i].nbytes, birth(lives[i]))
-    bound, members, exact = lower_bound(live, ranges)
-    best = None
+        breadth = _breadth(lives, lt)
+        keys["breadth"] = lambda i: (-breadth[i], -lives[i].nbytes, birth[i])
+    lb = lower_bound(live, ranges)
+    bound = lb.nbytes
+    best: _Placement | None = None
     for name, key in keys.items():
         off = _place(sorted(range(len(lives)), key=key), size, nbrs)
         top = int((off + size).max()) if len(lives) else 0
-        if best is None or top < best[0]:
-            best = (top, name, off)
+        if best is None or top < best.arena_bytes:
+            best = _Placement(top, name, off)
         if top <= bound:
             break  # already optimal
-    if best[0] > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
+    assert best is not None
+    if best.arena_bytes > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
         best = _promote_top(best, keys, lives, size, nbrs, bound)
-    if best[0] > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
+    if best.arena_bytes > bound and len(lives) <= RANDOM_RESTART_MAX_STORAGES:
         # Best fit is sensitive to ties and near-ties in size; a few seeded perturbations
         # of the size order close most of the remaining gap (as TVM's hill climbing does).
         rng = np.random.default_rng(0)
@@ -303,14 +314,13 @@ def plan_arena(
             noisy = base_key * rng.uniform(0.7, 1.3, size=len(lives))
             off = _place(list(np.argsort(-noisy, kind="stable")), size, nbrs)
             top = int((off + size).max())
-            if top < best[0]:
-                best = (top, f"size-perturbed-{attempt}", off)
-            if best[0] <= bound:
+            if top < best.arena_bytes:
+                best = _Placement(top, f"size-perturbed-{attempt}", off)
+            if best.arena_bytes <= bound:
                 break
-    top, name, off = best
-    offs = {s.storage: int(off[i]) for i, s in enumerate(lives)}
+    offs = {s.storage: int(best.offsets[i]) for i, s in enumerate(lives)}
     sizes = {s.storage: s.nbytes for s in live.lives}
-    return ArenaPlan(offs, sizes, top, bound, exact, tuple(members), name, live.includes)
+    return ArenaPlan(offs, sizes, best.arena_bytes, bound, lb.exact, lb.members, best.order, live.includes)
 
 
 def _plan_by_launch_intervals(live: Liveness, r: _Ranges) -> ArenaPlan:
@@ -321,61 +331,52 @@ def _plan_by_launch_intervals(live: Liveness, r: _Ranges) -> ArenaPlan:
     coexist, so a placement without interval overlaps is valid. Best fit in birth
     order against the intervals still open (one numpy pass per storage).
     """
-    index = live.hb.launch_index
-    n = len(index)
-    items = []
-    for life in live.lives:
-        birth = -1 if life.creator is None else index[life.creator]
-        items.append((birth, max(r.dead_position(life, n), birth + 1), life))
-    items.sort(key=lambda x: (x[0], -x[2].nbytes))
+    lt = live.lifetimes
+    lives = live.lives
     off_open = np.zeros(0, dtype=np.int64)
     end_open = np.zeros(0, dtype=np.int64)
     dead_open = np.zeros(0, dtype=np.int64)
     offsets: dict[str, int] = {}
     top = 0
-    for birth, dead, life in items:
+    for i in sorted(range(len(lives)), key=lambda i: (lt.birth[i], -lives[i].nbytes)):
+        life, birth = lives[i], lt.birth[i]
+        dead = max(r.dead_position(life, lt.n), birth + 1)
         keep = dead_open > birth
         off_open, end_open, dead_open = off_open[keep], end_open[keep], dead_open[keep]
-        if len(off_open):
-            srt = np.argsort(off_open, kind="stable")
-            lo = off_open[srt]
-            tops = np.maximum.accumulate(end_open[srt])
-            starts = np.concatenate(([0], tops[:-1]))
-            gaps = lo - starts
-            fit = np.nonzero(gaps >= life.nbytes)[0]
-            off = int(starts[fit[np.argmin(gaps[fit])]]) if len(fit) else int(tops[-1])
-        else:
-            off = 0
+        off = _best_fit(off_open, end_open, life.nbytes)
         offsets[life.storage] = off
         top = max(top, off + life.nbytes)
         off_open = np.append(off_open, off)
         end_open = np.append(end_open, off + life.nbytes)
         dead_open = np.append(dead_open, dead)
-    bound, members, exact = lower_bound(live, r)
+    lb = lower_bound(live, r)
     sizes = {s.storage: s.nbytes for s in live.lives}
-    return ArenaPlan(offsets, sizes, top, bound, exact, tuple(members), "launch-interval", live.includes)
+    return ArenaPlan(offsets, sizes, top, lb.nbytes, lb.exact, lb.members, "launch-interval", live.includes)
 
 
-def lower_bound(live: Liveness, ranges: _Ranges | None = None) -> tuple[int, list[str], bool]:
-    """Heaviest set of pairwise may-coexist storages: (bytes, members, exact)."""
+@dataclass(frozen=True)
+class LowerBound:
+    """A heaviest set found of pairwise may-coexist storages; ``exact``: provably the heaviest."""
+
+    nbytes: int
+    members: tuple[str, ...]
+    exact: bool
+
+
+def lower_bound(live: Liveness, ranges: _Ranges | None = None) -> LowerBound:
+    """Heaviest set of pairwise may-coexist storages (the arena's lower bound)."""
     if not live.lives:
-        return 0, [], True
+        return LowerBound(nbytes=0, members=(), exact=True)
     if live.hb.num_slots <= 1:
-        value, members = _host_order_clique(live)
-        return value, members, True
+        return _host_order_clique(live)
     return _max_weight_antichain(live, ranges or _Ranges(live))
 
 
-def _host_order_clique(live: Liveness) -> tuple[int, list[str]]:
-    """Storages live at the host-order peak (pairwise co-live: a clique)."""
-    index = live.hb.launch_index
-    n = len(index)
+def _host_order_clique(live: Liveness) -> LowerBound:
+    """Storages live at the host-order peak (pairwise co-live: a clique, exact on one stream)."""
+    lt = live.lifetimes
     best, at = -1, -1
-    spans = []
-    for s in live.lives:
-        b = -1 if s.creator is None else index[s.creator]
-        d = n if s.persistent else max(index[u] for u in s.users)
-        spans.append((b, d, s))
+    spans = list(zip(lt.birth, lt.death, live.lives, strict=True))
     points = sorted({max(b, 0) for b, _, _ in spans}) or [0]
     delta: dict[int, int] = {}
     for b, d, s in spans:
@@ -386,11 +387,13 @@ def _host_order_clique(live: Liveness) -> tuple[int, list[str]]:
         cur += delta[t]
         if t in points and cur > best:
             best, at = cur, t
-    members = [s.storage for b, d, s in spans if max(b, 0) <= at <= d]
-    return sum(s.nbytes for b, d, s in spans if max(b, 0) <= at <= d), members
+    members = [s for b, d, s in spans if max(b, 0) <= at <= d]
+    return LowerBound(
+        nbytes=sum(s.nbytes for s in members), members=tuple(s.storage for s in members), exact=True
+    )
 
 
-def _max_weight_antichain(live: Liveness, r: _Ranges) -> tuple[int, list[str], bool]:
+def _max_weight_antichain(live: Liveness, r: _Ranges) -> LowerBound:
     """Maximum-weight antichain of "dies before the other is born" (weighted Dilworth).
 
     Max-flow from a source through a_L (capacity: a's bytes) to b_R (capacity: b's
@@ -449,7 +452,9 @@ def _max_weight_antichain(live: Liveness, r: _Ranges) -> tuple[int, list[str], b
     reach = np.zeros(total_nodes, dtype=bool)
     reach[breadth_first_order(residual, src, directed=True, return_predecessors=False)] = True
     pick = [i for i in range(n) if reach[i] and not reach[n + i]]
-    return sum(lives[i].nbytes for i in pick), [lives[i].storage for i in pick], exact
+    return LowerBound(
+        nbytes=sum(lives[i].nbytes for i in pick), members=tuple(lives[i].storage for i in pick), exact=exact
+    )
 
 
 def check_arena(live: Liveness, offsets: dict[str, int]) -> list[tuple[str, str]]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from streamplan.ir.analysis import max_parallelism
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Liveness, liveness
 from streamplan.memory.report import MemoryReport, analyze_memory
-from streamplan.schedule.schedule import StreamSchedule
 
 MIB = 1 << 20
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")

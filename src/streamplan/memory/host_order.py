@@ -1,4 +1,4 @@
-"""Host-order memory: replay allocations and frees in launch order (DESIGN §4, figure 1).
+"""Host-order memory: replay allocations and frees in launch order (``docs/memory.md``, figure 1).
 
 This is what a program-order estimator (RAF's EstimateMemory) reports; it cannot see
 concurrency. The exact convention:
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes, Liveness, liveness
-from streamplan.schedule.schedule import StreamSchedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,23 +86,22 @@ class HostOrderTrace:
 
 def events_from_liveness(live: Liveness, schedule: StreamSchedule) -> list[Event]:
     """Host-order events for an already computed ``Liveness``."""
-    index = live.hb.launch_index
-    created: dict[str, list] = {}
-    freed: dict[str, list] = {}
+    lt = live.lifetimes
+    created: dict[int, list] = {}  # by launch index
+    freed: dict[int, list] = {}
     events: list[Event] = []
-    for life in live.lives:
+    for life, birth, death in zip(live.lives, lt.birth, lt.death, strict=True):
         if life.creator is None:
             events.append(Event("alloc", life.storage, life.nbytes, "", -1, -1))
             continue
-        created.setdefault(life.creator, []).append(life)
+        created.setdefault(birth, []).append(life)
         if not life.persistent:
-            last = max(life.users, key=index.__getitem__)
-            freed.setdefault(last, []).append(life)
+            freed.setdefault(death, []).append(life)
     for i, op in enumerate(schedule.launch_order):
         s = schedule.streams[op]
-        for life in created.get(op, ()):
+        for life in created.get(i, ()):
             events.append(Event("alloc", life.storage, life.nbytes, op, s, i))
-        for life in freed.get(op, ()):
+        for life in freed.get(i, ()):
             events.append(Event("free", life.storage, life.nbytes, op, s, i))
     return events
 

@@ -1,4 +1,4 @@
-"""Per-storage liveness under a ``StreamSchedule`` (DESIGN §4).
+"""Per-storage liveness under a ``StreamSchedule`` (``docs/memory.md``).
 
 A storage is born at the start of the op that creates it (the producer of its root
 value) and dies at the end of the last op that creates, reads or writes any of its
@@ -14,10 +14,11 @@ finished when v starts, so ``u HB v`` iff ``before[v][slot(u)] >= index(u)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
-from streamplan.schedule.schedule import StreamSchedule
+from streamplan.ir.schedule import StreamSchedule, check_structure
 
 PARAM_KINDS = ("param", "buffer", "constant")
 
@@ -64,7 +65,7 @@ class HappensBefore:
     """Happens-before of a schedule's ops, from stream order and waits (vector clocks)."""
 
     def __init__(self, graph: Graph, schedule: StreamSchedule):
-        _check_schedule(graph, schedule)
+        check_structure(graph, schedule)
         stream_ids = sorted(set(schedule.streams[op] for op in schedule.launch_order))
         slot_of = {s: i for i, s in enumerate(stream_ids)}
         k = len(stream_ids)
@@ -119,6 +120,29 @@ class HappensBefore:
         return u != v and not self.hb(u, v) and not self.hb(v, u)
 
 
+@dataclass(frozen=True, slots=True)
+class Lifetimes:
+    """Every counted storage's span on the launch line, in ``Liveness.lives`` order.
+
+    ``birth[i]`` is the launch index of the creator (-1 for resident storages);
+    ``death[i]`` that of the last user (``n``, the number of launches, for persistent
+    storages). The last user in launch order is always one of the HB-maximal
+    ``last_users`` (happens-before follows launch order), so ``death`` is also the
+    latest launch among them.
+    """
+
+    n: int
+    birth: tuple[int, ...]
+    death: tuple[int, ...]
+
+    @classmethod
+    def of(cls, lives: tuple[StorageLife, ...], launch_index: dict[str, int]) -> Lifetimes:
+        n = len(launch_index)
+        birth = tuple(-1 if s.creator is None else launch_index[s.creator] for s in lives)
+        death = tuple(n if s.persistent else max(launch_index[u] for u in s.users) for s in lives)
+        return cls(n, birth, death)
+
+
 @dataclass(frozen=True)
 class Liveness:
     """Lifetimes of the counted storages under one schedule, plus its happens-before."""
@@ -126,6 +150,11 @@ class Liveness:
     lives: tuple[StorageLife, ...]
     hb: HappensBefore
     includes: Includes
+
+    @cached_property
+    def lifetimes(self) -> Lifetimes:
+        """Births and deaths on the launch line, computed once per ``Liveness``."""
+        return Lifetimes.of(self.lives, self.hb.launch_index)
 
     def by_storage(self) -> dict[str, StorageLife]:
         return {s.storage: s for s in self.lives}
@@ -181,27 +210,3 @@ def _maximal(hb: HappensBefore, ops: tuple[str, ...]) -> tuple[str, ...]:
         if not any(hb.hb(u, w) for w in kept):
             kept.append(u)
     return tuple(sorted(kept, key=hb.launch_index.__getitem__))
-
-
-def _check_schedule(graph: Graph, schedule: StreamSchedule) -> None:
-    ids = set(graph.node_ids)
-    seen: set[str] = set()
-    for op in schedule.launch_order:
-        if op not in ids:
-            raise ScheduleError(
-                f"schedule launches unknown op {op!r}",
-                where=schedule.policy,
-                hint="was the schedule made for another graph?",
-            )
-        if op in seen:
-            raise ScheduleError(f"op {op!r} is launched twice", where=schedule.policy)
-        if op not in schedule.streams:
-            raise ScheduleError(f"op {op!r} has no stream", where=schedule.policy)
-        seen.add(op)
-    if len(seen) != len(ids):
-        missing = sorted(ids - seen)[:5]
-        raise ScheduleError(
-            f"schedule misses {len(ids) - len(seen)} ops (e.g. {', '.join(missing)})",
-            where=schedule.policy,
-            hint="every op must be launched exactly once",
-        )

@@ -1,4 +1,4 @@
-"""``analyze_memory``: every memory figure of one schedule in one frozen report (DESIGN §4)."""
+"""``analyze_memory``: every memory figure of one schedule in one frozen report (``docs/memory.md``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.arena import ArenaPlan, plan_arena
 from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
 from streamplan.memory.liveness import Includes, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
-from streamplan.schedule.schedule import StreamSchedule
 
 if TYPE_CHECKING:
     from streamplan.memory.allocators.op_memory import OpMemory

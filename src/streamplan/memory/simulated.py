@@ -1,4 +1,4 @@
-"""Live bytes over time along a timeline (DESIGN §4, figure 3).
+"""Live bytes over time along a timeline (``docs/memory.md``, figure 3).
 
 A storage is allocated when its creator starts and freed when the last of its users
 ends (outputs and resident storages never). Spans are half-open ``[start, end)``:
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes, Liveness, liveness
-from streamplan.schedule.schedule import StreamSchedule
 
 
 @dataclass(frozen=True)

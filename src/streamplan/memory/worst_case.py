@@ -1,4 +1,4 @@
-"""Worst-case device peak over every timing a schedule allows (DESIGN §4, figure 2).
+"""Worst-case device peak over every timing a schedule allows (``docs/memory.md``, figure 2).
 
 At one instant the finished ops F and the started ops D are down-sets of
 happens-before with F ⊆ D, and every op in D has all its HB-predecessors in F
@@ -22,13 +22,22 @@ import random
 from dataclasses import dataclass
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
 from streamplan.memory.simulated import sweep_live_bytes
-from streamplan.schedule.schedule import StreamSchedule
 
 DEFAULT_TIME_LIMIT_S = 10.0
 MAX_EXACT_OPS = 20000
 RANDOM_TIMINGS = 4
+
+
+@dataclass(frozen=True)
+class Witness:
+    """A realisable timing instant: ``finished`` ops done, ``running`` ops started, not done."""
+
+    live_bytes: int
+    finished: tuple[str, ...]
+    running: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -118,14 +127,13 @@ def worst_case_peak(
     best = _host_order_witness(live, order)
     for k in range(RANDOM_TIMINGS if schedule.num_streams > 1 else 0):
         cand = _random_timing_witness(live, order, random.Random(seed + k))
-        if cand[0] > best[0]:
+        if cand.live_bytes > best.live_bytes:
             best = cand
     total = sum(life.nbytes for life in live.lives)
     upper = min(total, upper_bound_bytes) if upper_bound_bytes is not None else total
-    if schedule.num_streams <= 1 or best[0] >= upper:
-        return _result(
-            live, best, best[0], True, "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
-        )
+    if schedule.num_streams <= 1 or best.live_bytes >= upper:
+        method = "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
+        return _result(live, best, best.live_bytes, True, method)
     return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops)
 
 
@@ -162,7 +170,7 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
 
 
 def _solve_segments(
-    live: Liveness, order: list[str], best, upper: int, time_limit_s: float, max_exact_ops: int
+    live: Liveness, order: list[str], best: Witness, upper: int, time_limit_s: float, max_exact_ops: int
 ) -> WorstCasePeak:
     """Solve each stretch between cut ops on its own; a cut op alone is a host-order state."""
     import time
@@ -171,47 +179,46 @@ def _solve_segments(
     entries = _host_order_entries(live, order)
     cuts = cut_positions(live, order)
     for p in cuts:
-        if entries[p] > best[0]:
-            best = (entries[p], tuple(order[:p]), (order[p],))
+        if entries[p] > best.live_bytes:
+            best = Witness(live_bytes=entries[p], finished=tuple(order[:p]), running=(order[p],))
     bounds = [(lo + 1, hi) for lo, hi in zip([-1] + cuts, cuts + [len(order)], strict=False) if hi > lo + 1]
-    members = _segment_members(live, bounds, len(order))
-    caps = [sum(life.nbytes for life in m) for m in members]
+    members = _segment_members(live, bounds)
+    caps = [sum(live.lives[i].nbytes for i in m) for m in members]
     segs = sorted(zip(caps, range(len(bounds)), strict=True), reverse=True)
     seg_upper, stopped = 0, []
     for cap, j in segs:
         lo, hi = bounds[j]
-        if cap <= best[0]:
+        if cap <= best.live_bytes:
             break  # no remaining segment can beat the witness
         left = deadline - time.perf_counter()
         if hi - lo > max_exact_ops or left <= 0:
             seg_upper = max(seg_upper, cap)
             stopped.append("size" if hi - lo > max_exact_ops else "time")
             continue
-        value, witness, seg_bound = _solve_segment(live, order, lo, hi, left, best, members[j])
-        if value > best[0]:
-            best = witness
-        seg_upper = max(seg_upper, seg_bound)
-        if seg_bound > value:
+        sol = _solve_segment(live, order, lo, hi, left, best, members[j])
+        if sol.value > best.live_bytes:
+            best = sol.witness
+        seg_upper = max(seg_upper, sol.upper_bytes)
+        if sol.upper_bytes > sol.value:
             stopped.append("time")
-    hi_bound = min(upper, max(best[0], seg_upper))
-    if best[0] >= hi_bound:
-        return _result(live, best, best[0], True, f"cp-sat over {len(bounds)} segments")
+    hi_bound = min(upper, max(best.live_bytes, seg_upper))
+    if best.live_bytes >= hi_bound:
+        return _result(live, best, best.live_bytes, True, f"cp-sat over {len(bounds)} segments")
     why = "segment over max_exact_ops" if "size" in stopped else f"cp-sat stopped at {time_limit_s:g} s"
     return _result(live, best, hi_bound, False, why)
 
 
 def _host_order_entries(live: Liveness, order: list[str]) -> list[int]:
     """Live bytes at each launch of the host-order replay (after allocs, before frees)."""
-    index = live.hb.launch_index
-    delta = [0] * (len(order) + 1)
+    lt = live.lifetimes
+    delta = [0] * (len(order) + 2)  # persistent storages "die" past the end, never read
     base = 0
-    for life in live.lives:
+    for life, birth, death in zip(live.lives, lt.birth, lt.death, strict=True):
         if life.creator is None:
             base += life.nbytes
             continue
-        death = len(order) if life.persistent else max(index[u] for u in life.users) + 1
-        delta[index[life.creator]] += life.nbytes
-        delta[death] -= life.nbytes
+        delta[birth] += life.nbytes
+        delta[death + 1] -= life.nbytes
     out, cur = [], base
     for i in range(len(order)):
         cur += delta[i]
@@ -219,46 +226,79 @@ def _host_order_entries(live: Liveness, order: list[str]) -> list[int]:
     return out
 
 
-def _segment_members(live: Liveness, bounds: list[tuple[int, int]], n: int) -> list[list[StorageLife]]:
-    """For each segment (launch range), the storages born before its end and not dead before it."""
+def _segment_members(live: Liveness, bounds: list[tuple[int, int]]) -> list[list[int]]:
+    """For each segment (launch range), the positions in ``live.lives`` of the storages born
+    before its end and not dead before it."""
     import bisect
 
-    index = live.hb.launch_index
+    lt = live.lifetimes
     los = [lo for lo, _ in bounds]
     his = [hi for _, hi in bounds]
-    out: list[list[StorageLife]] = [[] for _ in bounds]
-    for life in live.lives:
-        birth = -1 if life.creator is None else index[life.creator]
-        last = n if life.persistent else max(index[u] for u in life.last_users)
+    out: list[list[int]] = [[] for _ in bounds]
+    for i, (birth, death) in enumerate(zip(lt.birth, lt.death, strict=True)):
         first_seg = bisect.bisect_right(his, birth)  # first segment ending after the birth
-        last_seg = bisect.bisect_right(los, last) - 1  # last segment starting at or before the end
+        last_seg = bisect.bisect_right(los, death) - 1  # last segment starting at or before the end
         for j in range(first_seg, last_seg + 1):
-            out[j].append(life)
+            out[j].append(i)
     return out
 
 
-def _segment_lives(live: Liveness, lo: int, hi: int, lives: list[StorageLife]):
-    """Storages that can be live while ops ``lo..hi-1`` run: (life, creator var?, users in segment, always)."""
+@dataclass(frozen=True, slots=True)
+class _SegmentLife:
+    """A storage that can be live while a segment runs, as the segment's model sees it.
+
+    ``born_inside``: its creator is in the segment (liveness needs the creator started);
+    ``last_inside``: its HB-maximal users in the segment; ``always``: not dead before the
+    segment ends whatever the segment's ops do.
+    """
+
+    life: StorageLife
+    born_inside: bool
+    last_inside: tuple[str, ...]
+    always: bool
+
+
+def _segment_lives(live: Liveness, lo: int, hi: int, members: list[int]) -> list[_SegmentLife]:
+    """The storages (positions ``members`` in ``live.lives``) that can be live while ops
+    ``lo..hi-1`` run."""
     index = live.hb.launch_index
+    lt = live.lifetimes
     out = []
-    for life in lives:
-        if life.creator is not None and index[life.creator] >= hi:
+    for i in members:
+        life, birth, death = live.lives[i], lt.birth[i], lt.death[i]
+        if birth >= hi:
             continue
-        born_inside = life.creator is not None and index[life.creator] >= lo
+        born_inside = birth >= lo
         if life.creator is None or life.persistent:
-            out.append((life, born_inside, (), True))
+            out.append(_SegmentLife(life, born_inside, (), True))
             continue
-        pos = [index[u] for u in life.last_users]
-        if max(pos) < lo:
+        if death < lo:
             continue  # dead before the segment starts
-        always = max(pos) >= hi
-        inside = tuple(u for u, q in zip(life.last_users, pos, strict=False) if lo <= q < hi)
-        out.append((life, born_inside, inside, always))
+        inside = tuple(u for u in life.last_users if lo <= index[u] < hi)
+        out.append(_SegmentLife(life, born_inside, inside, death >= hi))
     return out
 
 
-def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limit_s: float, best, lives=None):
-    """CP-SAT over one segment: (value, witness, proven upper bound)."""
+@dataclass(frozen=True)
+class SegmentSolution:
+    """CP-SAT's answer for one segment: the best live bytes found, its witness, and the
+    proven upper bound (equal to ``value`` when solved to optimality)."""
+
+    value: int
+    witness: Witness
+    upper_bytes: int
+
+
+def _solve_segment(
+    live: Liveness,
+    order: list[str],
+    lo: int,
+    hi: int,
+    time_limit_s: float,
+    best: Witness,
+    members: list[int] | None = None,
+) -> SegmentSolution:
+    """CP-SAT over one segment (``members``: positions in ``live.lives``, default all)."""
     from ortools.sat.python import cp_model
 
     ops = order[lo:hi]
@@ -272,20 +312,20 @@ def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limi
             if u in inside:
                 m.AddImplication(d[op], f[u])
     terms, base = [], 0
-    for k, (life, born_inside, last_inside, always) in enumerate(
-        _segment_lives(live, lo, hi, live.lives if lives is None else lives)
-    ):
-        if not born_inside and always:
-            base += life.nbytes
+    if members is None:
+        members = list(range(len(live.lives)))
+    for k, s in enumerate(_segment_lives(live, lo, hi, members)):
+        if not s.born_inside and s.always:
+            base += s.life.nbytes
             continue
         x = m.NewBoolVar(f"live_{k}")
-        if born_inside:
-            m.AddImplication(x, d[life.creator])
-        if not always:
-            m.AddBoolOr([f[u].Not() for u in last_inside]).OnlyEnforceIf(x)
-        terms.append((life.nbytes, x))
+        if s.born_inside:
+            m.AddImplication(x, d[s.life.creator])
+        if not s.always:
+            m.AddBoolOr([f[u].Not() for u in s.last_inside]).OnlyEnforceIf(x)
+        terms.append((s.life.nbytes, x))
     m.Maximize(sum(w * x for w, x in terms))
-    fin, run = set(best[1]), set(best[2])
+    fin, run = set(best.finished), set(best.running)
     for op in ops:
         m.AddHint(f[op], op in fin)
         m.AddHint(d[op], op in fin or op in run)
@@ -295,32 +335,34 @@ def _solve_segment(live: Liveness, order: list[str], lo: int, hi: int, time_limi
     status = solver.Solve(m)
     cap = base + sum(w for w, _ in terms)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return 0, best, cap
+        return SegmentSolution(value=0, witness=best, upper_bytes=cap)
     value = int(round(solver.ObjectiveValue())) + base
     fs = tuple(order[:lo]) + tuple(op for op in ops if solver.Value(f[op]))
     rs = tuple(op for op in ops if solver.Value(d[op]) and not solver.Value(f[op]))
     bound = value if status == cp_model.OPTIMAL else min(cap, int(solver.BestObjectiveBound() + 1e-6) + base)
-    return value, (value, fs, rs), bound
+    witness = Witness(live_bytes=value, finished=fs, running=rs)
+    return SegmentSolution(value=value, witness=witness, upper_bytes=bound)
 
 
-def _result(live: Liveness, witness, upper: int, exact: bool, method: str) -> WorstCasePeak:
-    _, finished, running = witness
+def _result(live: Liveness, witness: Witness, upper: int, exact: bool, method: str) -> WorstCasePeak:
+    finished, running = witness.finished, witness.running
     value, names = live_bytes_at(live, set(finished), set(finished) | set(running))
     return WorstCasePeak(
         value, value if exact else upper, exact, method, tuple(finished), tuple(running), names, live.includes
     )
 
 
-def _host_order_witness(live: Liveness, order: list[str]):
+def _host_order_witness(live: Liveness, order: list[str]) -> Witness:
     """The host-order peak state: ops before launch i finished, op i running."""
     entries = _host_order_entries(live, order)
     if not entries:
-        return sum(life.nbytes for life in live.lives if life.creator is None), (), ()
+        resident = sum(life.nbytes for life in live.lives if life.creator is None)
+        return Witness(live_bytes=resident, finished=(), running=())
     at = max(range(len(entries)), key=entries.__getitem__)  # the first launch at the peak
-    return entries[at], tuple(order[:at]), (order[at],)
+    return Witness(live_bytes=entries[at], finished=tuple(order[:at]), running=(order[at],))
 
 
-def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random):
+def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random) -> Witness:
     """Peak of one random timing (random durations, earliest starts under HB)."""
     start: dict[str, float] = {}
     end: dict[str, float] = {}
@@ -329,4 +371,4 @@ def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random)
         start[op] = s
         end[op] = s + rng.choice((0.1, 1.0, 10.0)) * rng.random() + 1e-3
     step = sweep_live_bytes(live, order, start, end)
-    return step.peak_bytes, step.finished, step.running
+    return Witness(live_bytes=step.peak_bytes, finished=step.finished, running=step.running)

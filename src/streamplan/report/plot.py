@@ -5,44 +5,23 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+from streamplan.app.analysis import MemoryCurve
 from streamplan.ir.graph import Graph
-from streamplan.report.files import write_output
 from streamplan.report.units import MiB
 
+FORMATS = ("png", "svg", "pdf")
 
-def plot_policies(
-    graph: Graph,
-    policies: Sequence[str],
-    output: str,
-    *,
-    device: str = "v100",
-    max_streams: int = 8,
-    force: bool = False,
-    protected: tuple = (),
-) -> None:
-    """Write a PNG: top panel live activation MiB vs simulated ms (peaks marked), then one
-    stream timeline per policy. The static figures (worst-case, arena) are drawn as dashed
-    levels so the simulated curve can be read against them."""
+
+def render(graph: Graph, data: Sequence[MemoryCurve], device: str, *, fmt: str = "png") -> bytes:
+    """The figure as ``fmt`` (png, svg or pdf) bytes: top panel live activation MiB vs simulated
+    ms (peaks marked), then one stream timeline per policy. The worst-case peak over all timings
+    is drawn as a dashed level so the simulated curve can be read against it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from streamplan.cost.simulate import simulate
-    from streamplan.memory.simulated import simulated_memory
-    from streamplan.memory.worst_case import worst_case_peak
-    from streamplan.schedule.registry import make_schedule
-    from streamplan.schedule.verify import verify_schedule
-
-    runs = []
-    for p in policies:
-        s = make_schedule(graph, p, max_streams=max_streams, **({"device": device} if p == "ios" else {}))
-        verify_schedule(graph, s)
-        tl = simulate(graph, s, device)
-        mem = simulated_memory(graph, s, tl)
-        wc = worst_case_peak(graph, s)
-        runs.append((p, s, tl, mem, wc))
-
+    runs = [(d.run.policy, d.run.schedule, d.run.timeline, d.memory, d.worst_case) for d in data]
     heights = [3.0] + [0.35 * max(1, s.num_streams) + 0.6 for _, s, *_ in runs]
     fig, axes = plt.subplots(
         len(runs) + 1,
@@ -87,6 +66,6 @@ def plot_policies(
         ax.invert_yaxis()
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format=fmt, dpi=110)
     plt.close(fig)
-    write_output(output, buf.getvalue(), force=force, protected=protected)
+    return buf.getvalue()

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from rich.console import Group
 from rich.table import Table
 
+from streamplan.app.analysis import PolicyRow
 from streamplan.ir.graph import Graph
-from streamplan.report.compare import PolicyRow
+from streamplan.memory.report import MemoryReport
 from streamplan.report.units import MiB, fmt_ms
 
 
@@ -16,11 +17,11 @@ def _mib(n: int | None) -> str:
     return "-" if n is None else f"{n / MiB:.2f}"
 
 
-def _worst(mem: dict) -> str:
-    wc = mem.get("worst_case_peak_bytes") or {}
-    if wc.get("exact"):
-        return _mib(wc.get("upper"))
-    return f"[{_mib(wc.get('lower'))}, {_mib(wc.get('upper'))}]"
+def _worst(mem: MemoryReport) -> str:
+    wc = mem.worst_case
+    if wc.exact:
+        return _mib(wc.upper_bytes)
+    return f"[{_mib(wc.lower_bytes)}, {_mib(wc.upper_bytes)}]"
 
 
 def latency_table(graph: Graph, rows: Sequence[PolicyRow], device: str) -> Table:
@@ -53,16 +54,16 @@ def memory_table(graph: Graph, rows: Sequence[PolicyRow], includes: str) -> Tabl
         if r.error or not m:
             t.add_row(r.policy, *["-"] * 7)
             continue
-        tc = m.get("torch_cuda") or {}
+        tc = m.torch_cuda or {}
         t.add_row(
             r.policy,
-            _mib(m.get("host_order_peak_bytes")),
+            _mib(m.host_order_peak_bytes),
             _worst(m),
-            _mib(m.get("simulated_peak_bytes")),
+            _mib(m.simulated_peak_bytes),
             _mib(tc.get("allocated_peak_bytes")),
             _mib(tc.get("reserved_peak_bytes")),
-            _mib(m.get("arena_bytes")),
-            _mib(m.get("arena_lower_bound_bytes")),
+            _mib(m.arena.arena_bytes),
+            _mib(m.arena.lower_bound_bytes),
         )
     return t
 

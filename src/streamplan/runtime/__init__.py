@@ -7,7 +7,7 @@
 This package imports torch; nothing outside ``runtime``/``frontends``/``zoo`` may.
 """
 
-from streamplan.runtime.compare import Comparison, compare_outputs, make_schedule, run_and_compare
+from streamplan.runtime.compare import Comparison, MeasuredOpMemory, compare_outputs, run_and_compare
 from streamplan.runtime.compile_backend import backend, register
 from streamplan.runtime.execute import run
 from streamplan.runtime.measure import RunResult
@@ -22,6 +22,6 @@ __all__ = [
     "RunResult",
     "Comparison",
     "compare_outputs",
-    "make_schedule",
+    "MeasuredOpMemory",
     "register",
 ]

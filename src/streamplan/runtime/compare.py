@@ -7,19 +7,32 @@ reference is the graph's ops run one by one in graph order on one thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.interpret import initial_env, params_from_module
 from streamplan.runtime.measure import RunResult
-from streamplan.schedule.schedule import StreamSchedule
+from streamplan.schedule.context import ScheduleContext
 
 RTOL = 1e-4
 ATOL = 1e-4  # relative to the largest reference magnitude (at least 1)
+
+
+@dataclass(frozen=True)
+class MeasuredOpMemory:
+    """Device memory the ops take beyond the graph's tensors, measured before a run.
+
+    ``scratch_bytes``: transient bytes per op signature (workspaces, temporaries);
+    ``stream_workspace_bytes``: what each stream keeps after its first BLAS call.
+    """
+
+    scratch_bytes: Mapping[str, int]
+    stream_workspace_bytes: int
 
 
 @dataclass(frozen=True)
@@ -40,9 +53,10 @@ class Comparison:
     max_rel_error: float
     result: RunResult
     schedule: StreamSchedule
+    graph: Graph | None = None
     predicted_peak_bytes: int | None = None
     predicted_ms: float | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    op_memory: MeasuredOpMemory | None = None
 
     @property
     def measured_ms(self) -> float:
@@ -77,7 +91,7 @@ class Comparison:
             "predicted_peak_bytes": self.predicted_peak_bytes,
             "predicted_ms": self.predicted_ms,
             "tracked_peak_bytes": self.result.tracked_peak_bytes,
-            "chaos": bool(self.result.meta.get("chaos", False)),
+            "chaos": self.result.chaos,
         }
 
     def __str__(self) -> str:
@@ -86,13 +100,6 @@ class Comparison:
             f"{self.model} {self.policy} on {self.device}: outputs {verdict} eager "
             f"(max abs err {self.max_abs_error:.3g}, rel {self.max_rel_error:.3g}); {self.result}"
         )
-
-
-def make_schedule(graph: Graph, policy: str, max_streams: int = 8) -> StreamSchedule:
-    """The schedule of ``policy`` from ``streamplan.schedule.registry`` (redundant waits pruned)."""
-    from streamplan.schedule.registry import make_schedule as registry_make_schedule
-
-    return registry_make_schedule(graph, policy, max_streams=max_streams)
 
 
 def compare_outputs(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[bool, float, float]:
@@ -128,7 +135,7 @@ def run_and_compare(
     repeat: int = 1,
     warmup: int = 0,
     batch: int | None = None,
-    max_streams: int = 8,
+    ctx: ScheduleContext | None = None,
     seed: int = 0,
     cuda_graph: bool = False,
     graph: Graph | None = None,
@@ -139,22 +146,22 @@ def run_and_compare(
 
     ``model`` is a model spec (zoo name, ``random:N``, graph ``.json``, ``file.py:fn``)
     or ``(module, example_inputs)``. ``graph`` skips capture when the caller already
-    has the captured graph of that module. ``track_allocations`` measures each op's
-    scratch before the run (``meta["op_scratch_bytes"]``, by op signature; on CUDA also
-    ``meta["stream_workspace_bytes"]``) so the caller can predict what the kernels
-    allocate; on the CPU the run then counts those allocations in one more run.
-    ``schedule`` runs a given (e.g. saved) schedule instead of making one with
-    ``policy``; it is verified against the graph first.
+    has the captured graph of that module. ``ctx`` is the scheduling context of
+    ``policy``. ``track_allocations`` measures each op's scratch before the run
+    (``Comparison.op_memory``) so the caller can predict what the kernels allocate;
+    on the CPU the run then counts those allocations in one more run. ``schedule``
+    runs a given (e.g. saved) schedule instead of making one with ``policy``; it is
+    verified against the graph first.
     """
     from streamplan.runtime.execute import run
     from streamplan.runtime.op_timing import op_scratch_bytes, stream_workspace_bytes
+    from streamplan.schedule.registry import make_schedule
+    from streamplan.schedule.verify import verify_schedule
 
     name, module, inputs, graph = _load(model, batch, graph)
     if schedule is None:
-        schedule = make_schedule(graph, policy, max_streams)
+        schedule = make_schedule(graph, policy, ctx)
     else:
-        from streamplan.schedule.verify import verify_schedule
-
         verify_schedule(graph, schedule)
         policy = schedule.policy
     if module is not None:
@@ -169,11 +176,13 @@ def run_and_compare(
         params = None
         env_inputs = None
         ref = _graph_order_reference(graph, seed)
-    meta: dict[str, Any] = {}
+    op_memory = None
     if track_allocations:  # before the run: the CUDA run starts from an emptied cache
         env = initial_env(graph, env_inputs, params, seed=seed, device=device)
-        meta["op_scratch_bytes"] = op_scratch_bytes(graph, env, device=device)
-        meta["stream_workspace_bytes"] = stream_workspace_bytes(device)
+        op_memory = MeasuredOpMemory(
+            scratch_bytes=op_scratch_bytes(graph, env, device=device),
+            stream_workspace_bytes=stream_workspace_bytes(device),
+        )
         del env
     result = run(
         graph,
@@ -189,7 +198,18 @@ def run_and_compare(
         track_allocations=track_allocations,
     )
     ok, max_abs, max_rel = compare_outputs(result.outputs, ref)
-    return Comparison(name, policy, device, ok, max_abs, max_rel, result, schedule, meta=meta)
+    return Comparison(
+        model=name,
+        policy=policy,
+        device=device,
+        matches_eager=ok,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        result=result,
+        schedule=schedule,
+        graph=graph,
+        op_memory=op_memory,
+    )
 
 
 def _load(model: str | tuple[Any, Any], batch: int | None, graph: Graph | None):

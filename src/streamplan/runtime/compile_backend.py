@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from streamplan.errors import StreamplanError
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 _WARNED: set[str] = set()
 _WARN_LOCK = threading.Lock()
@@ -36,14 +37,20 @@ def warn_fallback(what: str, reason: str) -> None:
     warnings.warn(f"streamplan: falling back to eager for {key}", RuntimeWarning, stacklevel=3)
 
 
-def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = None) -> Callable[..., Any]:
-    """A ``torch.compile`` backend running graphs under ``policy`` on ``device`` (default: the inputs')."""
+def backend(
+    policy: str = "nimble", ctx: ScheduleContext | None = None, *, device: str | None = None
+) -> Callable[..., Any]:
+    """A ``torch.compile`` backend running graphs under ``policy`` (scheduled in ``ctx``) on
+    ``device`` (default: the inputs')."""
+    from streamplan.schedule.registry import check_options
+
+    check_options(policy, ctx or DEFAULT_CONTEXT)  # a bad policy or option fails here, not per graph
 
     def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         from torch._functorch.aot_autograd import aot_module_simplified
 
         def forward_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
-            return _compile_forward(fx_gm, fx_inputs, policy, max_streams, device)
+            return _compile_forward(fx_gm, fx_inputs, policy, ctx, device)
 
         def eager_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
             return _boxed(fx_gm.forward)
@@ -57,12 +64,15 @@ def backend(policy: str = "nimble", max_streams: int = 8, device: str | None = N
 
 
 def _compile_forward(
-    fx_gm: torch.fx.GraphModule, fx_inputs: list[Any], policy: str, max_streams: int, device: str | None
+    fx_gm: torch.fx.GraphModule,
+    fx_inputs: list[Any],
+    policy: str,
+    ctx: ScheduleContext | None,
+    device: str | None,
 ) -> Callable[..., Any]:
-    from streamplan.runtime.compare import make_schedule
     from streamplan.runtime.cuda import StreamExecutor
-    from streamplan.runtime.execute import check_schedule_covers
     from streamplan.runtime.interpret import check_supported
+    from streamplan.schedule import registry
 
     name = f"graph of {len(fx_gm.graph.nodes)} fx nodes"
     try:
@@ -70,8 +80,7 @@ def _compile_forward(
         if len(graph.inputs) != len(fx_inputs) or not graph.nodes:
             raise StreamplanError("inputs do not map one to one" if graph.nodes else "nothing to schedule")
         check_supported(graph)
-        schedule = make_schedule(graph, policy, max_streams)
-        check_schedule_covers(graph, schedule)
+        schedule = registry.make_schedule(graph, policy, ctx)  # verified
     except (StreamplanError, KeyError, TypeError, ValueError, AttributeError, NotImplementedError) as e:
         warn_fallback(name, f"{type(e).__name__}: {e}".splitlines()[0])
         return _boxed(fx_gm.forward)

@@ -26,9 +26,9 @@ import torch
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import ExecutionError
 from streamplan.ir.graph import Graph, Node
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.interpret import call_node
 from streamplan.runtime.measure import AllocatedBytes, LiveBytes
-from streamplan.schedule.schedule import StreamSchedule
 
 CHAOS_MAX_DELAY_S = 0.002
 WAIT_POLL_S = 0.05

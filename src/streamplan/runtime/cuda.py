@@ -19,14 +19,15 @@ recorded on the caller's stream, which reads them afterwards.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.backend_api import StreamBackend
 from streamplan.runtime.cpu import chaos_delays_s, storage_key, store_and_release, use_counts
 from streamplan.runtime.interpret import call_node
 from streamplan.runtime.measure import LiveBytes
-from streamplan.schedule.schedule import StreamSchedule
 
 
 class StreamExecutor:
@@ -99,6 +100,18 @@ class StreamExecutor:
         return outputs
 
 
+@dataclass(frozen=True)
+class CudaMeasurement:
+    """What ``measure_cuda`` measured: outputs, per-run times, live and allocator peaks."""
+
+    outputs: tuple[Any, ...]
+    times_ms: tuple[float, ...]
+    peak_bytes: int  # live activation bytes, as the executor counted them
+    max_memory_allocated_bytes: int
+    max_memory_reserved_bytes: int
+    resident_bytes: int  # allocated when the peak stats were reset (inputs, params, workspaces)
+
+
 def measure_cuda(
     graph: Graph,
     schedule: StreamSchedule,
@@ -108,7 +121,7 @@ def measure_cuda(
     warmup: int,
     cuda_graph: bool = False,
     chaos_seed: int | None = None,
-) -> dict[str, Any]:
+) -> CudaMeasurement:
     """Time ``repeat`` runs with CUDA events after ``warmup`` runs; read the allocator's peaks.
 
     Before the timed runs the cache is emptied and the peak stats reset, so
@@ -167,14 +180,14 @@ def measure_cuda(
         end.record()
         torch.cuda.synchronize()
         times_ms.append(start.elapsed_time(end))
-    return {
-        "outputs": tuple(o.clone() if cuda_graph else o for o in outputs),
-        "times_ms": times_ms,
-        "peak_bytes": tracker.peak_bytes,
-        "max_memory_allocated_bytes": int(torch.cuda.max_memory_allocated()),
-        "max_memory_reserved_bytes": int(torch.cuda.max_memory_reserved()),
-        "resident_bytes": resident_bytes,
-    }
+    return CudaMeasurement(
+        outputs=tuple(o.clone() if cuda_graph else o for o in outputs),
+        times_ms=tuple(times_ms),
+        peak_bytes=tracker.peak_bytes,
+        max_memory_allocated_bytes=int(torch.cuda.max_memory_allocated()),
+        max_memory_reserved_bytes=int(torch.cuda.max_memory_reserved()),
+        resident_bytes=resident_bytes,
+    )
 
 
 def _clear_blas_workspaces() -> None:

@@ -189,8 +189,8 @@ def initial_env(
 
 
 def params_from_module(graph: Graph, module: Any) -> dict[str, Any]:
-    """Map param/buffer/constant value ids to ``module``'s tensors via ``graph.meta["param_names"]``."""
-    names: Mapping[str, str] = graph.meta.get("param_names", {}) or {}
+    """Map param/buffer/constant value ids to ``module``'s tensors via ``graph.param_names``."""
+    names: Mapping[str, str] = graph.param_names
     state = dict(module.state_dict(keep_vars=True))
     state.update(dict(module.named_buffers()))
     out: dict[str, Any] = {}

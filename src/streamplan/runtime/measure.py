@@ -57,9 +57,12 @@ class RunResult:
     num_streams: int
     max_memory_allocated_bytes: int | None = None
     max_memory_reserved_bytes: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
     tracked_peak_bytes: int | None = None
     timelines: tuple[Timeline, ...] = field(default=(), repr=False)
+    chaos: bool = False  # random delays were added before ops
+    seed: int = 0
+    cuda_graph: bool = False  # the timed runs replayed a captured CUDA graph
+    resident_bytes: int | None = None  # CUDA: allocated before the timed runs (inputs, params...)
 
     @property
     def timeline(self) -> Timeline | None:
@@ -80,7 +83,10 @@ class RunResult:
             "max_memory_allocated_bytes": self.max_memory_allocated_bytes,
             "max_memory_reserved_bytes": self.max_memory_reserved_bytes,
             "tracked_peak_bytes": self.tracked_peak_bytes,
-            "meta": self.meta,
+            "chaos": self.chaos,
+            "seed": self.seed,
+            "cuda_graph": self.cuda_graph,
+            "resident_bytes": self.resident_bytes,
         }
 
     def __str__(self) -> str:

@@ -11,13 +11,12 @@ chains. Linear in ops + edges (plus a sort for the launch order).
 
 from __future__ import annotations
 
-from typing import Any
-
 from streamplan.ir.analysis import levels
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule._launch import level_launch_order, renumber_streams
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import with_derived_waits
-from streamplan.schedule.schedule import StreamSchedule
 
 
 def asap_streams(graph: Graph, max_streams: int = 8) -> tuple[dict[str, int], int]:
@@ -79,9 +78,9 @@ def _new_chain_stream(v, preds, stream, tail, free, is_free, depth, max_streams)
     return min(range(len(tail)), key=lambda s: (depth[tail[s]], s))
 
 
-def schedule_asap(graph: Graph, *, max_streams: int = 8, **options: Any) -> StreamSchedule:
-    """RAF's ASAP schedule on at most ``max_streams`` streams."""
-    streams, chains = asap_streams(graph, max_streams)
+def schedule_asap(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
+    """RAF's ASAP schedule on at most ``ctx.max_streams`` streams."""
+    streams, chains = asap_streams(graph, ctx.max_streams)
     order = level_launch_order(graph)
     streams = renumber_streams(order, streams)
     return with_derived_waits(graph, order, streams, "asap", chains=chains)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from streamplan.ir.graph import Graph
-from streamplan.schedule.schedule import StreamSchedule, Wait
+from streamplan.ir.schedule import StreamSchedule, Wait
 
 
 def derive_waits(

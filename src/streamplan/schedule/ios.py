@@ -27,11 +27,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from streamplan.cost.opcost import CostModel, resolve_cost
 from streamplan.cost.simulate import OpCosts, op_costs, run_events, simulate
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import derive_waits
-from streamplan.schedule.schedule import StreamSchedule
 
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
 BLOCK_BUDGET = 60_000  # stage candidates one block may try before it is halved
@@ -41,22 +41,13 @@ class _OverBudget(Exception):
     """A block's DP outgrew ``BLOCK_BUDGET``."""
 
 
-def schedule_ios(
-    graph: Graph,
-    *,
-    max_streams: int = 8,
-    device: str = "v100",
-    cost: CostModel | None = None,
-    r: int = 3,
-    s: int = 8,
-    block_ops: int = 20,
-    progress: bool = False,
-) -> StreamSchedule:
+def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
     """The IOS schedule of ``graph``: stages of up to ``s`` concurrent groups of up to ``r`` units.
 
+    Options (``ctx.options``): ``r`` (default 3), ``s`` (8) and ``block_ops`` (20).
     A unit is a maximal chain of single links (e.g. conv -> batch_norm -> relu), so
     ``r`` and ``block_ops`` count what IOS counts (its graphs have those fused).
-    ``cost`` (default: the analytic model of ``device``) times every candidate stage.
+    ``ctx.cost`` (a device profile or a measured table) times every candidate stage.
     Wide blocks whose DP exceeds ``BLOCK_BUDGET`` candidates are halved
     (``meta["halved_blocks"]``), which keeps randwire/nasnet searches to seconds.
     ``meta`` holds ``stages`` (lists of groups of op ids), ``search_time_s``,
@@ -67,8 +58,12 @@ def schedule_ios(
     The stage barriers are dropped (only data waits kept, same streams and order)
     when the simulation says that is faster (``meta["barriers"]`` is False then).
     """
+    r = int(ctx.option("r", 3))
+    s = int(ctx.option("s", 8))
+    block_ops = int(ctx.option("block_ops", 20))
+    max_streams = ctx.max_streams
     t0 = time.perf_counter()
-    model = resolve_cost(cost, default=device)
+    model = ctx.cost
     ids = graph.node_ids
     costs = op_costs(graph, ids, model)
     groups_cap = max(1, min(s, max_streams))
@@ -76,11 +71,10 @@ def schedule_ios(
     blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
     search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap)
-    bar = _Progress(progress, len(blocks), t0)
-    for block in blocks:
+    for k, block in enumerate(blocks):
+        ctx.progress("ios search (blocks)", k, len(blocks))
         stages.extend(search.run(block))
-        bar.advance()
-    bar.close()
+    ctx.progress("ios search (blocks)", len(blocks), len(blocks))
     schedule = _to_schedule(graph, stages, max_streams)
     predicted = simulate(graph, schedule, model).makespan_ms
     # Without the barriers only data waits order the stages; keep whichever is faster.
@@ -445,30 +439,3 @@ def _assign_streams(
             out[g] = next(free, g % max_streams)
             used.add(out[g])
     return out
-
-
-class _Progress:
-    """A rich progress bar over blocks, shown only once the search has run for a second."""
-
-    def __init__(self, enabled: bool, total: int, t0: float):
-        self.enabled, self.total, self.t0 = enabled, total, t0
-        self.done = 0
-        self.bar: Any = None
-        self.task: Any = None
-
-    def advance(self) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        if self.bar is None and time.perf_counter() - self.t0 > 1.0:
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True)
-            self.bar.start()
-            self.task = self.bar.add_task("ios search (blocks)", total=self.total, completed=self.done)
-        elif self.bar is not None:
-            self.bar.update(self.task, completed=self.done)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()

@@ -22,11 +22,11 @@ width of a segment. Liveness follows ``live_bytes.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.live_bytes import StorageFacts, storage_facts
-from streamplan.schedule.schedule import StreamSchedule
 
 EXACT_MAX_STATES = 20_000
 
@@ -43,11 +43,10 @@ class MemoryOrder:
     methods: tuple[str, ...]  # the winning method of each segment
 
 
-def schedule_memory(
-    graph: Graph, *, max_streams: int = 8, exact_max_states: int = EXACT_MAX_STATES, **options: Any
-) -> StreamSchedule:
-    """One stream, ops in a peak-minimising order (exact when the search fits ``exact_max_states``)."""
-    mo = memory_order(graph, exact_max_states=exact_max_states)
+def schedule_memory(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
+    """One stream, ops in a peak-minimising order (exact when the search fits the option
+    ``exact_max_states``)."""
+    mo = memory_order(graph, exact_max_states=int(ctx.option("exact_max_states", EXACT_MAX_STATES)))
     meta = {
         "peak_bytes": mo.peak_bytes,
         "sequential_peak_bytes": mo.sequential_peak_bytes,

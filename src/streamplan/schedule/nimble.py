@@ -23,19 +23,19 @@ Hopcroft-Karp O(e' * sqrt(n)) on the reduced edges and on the chain closure
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from streamplan.ir.analysis import levels, transitive_closure_bits
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule._launch import level_launch_order, renumber_streams
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import with_derived_waits
-from streamplan.schedule.schedule import StreamSchedule
 
 
-def schedule_nimble(graph: Graph, *, max_streams: int = 8, **options: Any) -> StreamSchedule:
-    """Nimble's stream assignment, capped at ``max_streams`` streams."""
+def schedule_nimble(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
+    """Nimble's stream assignment, capped at ``ctx.max_streams`` streams."""
+    max_streams = ctx.max_streams
     n = len(graph.nodes)
     reach = transitive_closure_bits(graph)
     succs = graph.succ_positions()

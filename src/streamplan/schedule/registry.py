@@ -1,6 +1,9 @@
-"""The schedule policies by name, imported lazily: one line here adds a policy.
+"""The schedule policies by name, imported lazily: one entry here adds a policy.
 
-``make_schedule`` runs a policy, drops redundant waits and records the search time.
+Every policy is ``fn(graph, ctx) -> StreamSchedule`` and declares the options it
+takes; ``make_schedule`` is the single way in: it checks the options, runs the
+policy, drops redundant waits, verifies the result and records the search time.
+Nothing outside this module branches on a policy's name.
 """
 
 from __future__ import annotations
@@ -9,32 +12,79 @@ import importlib
 import importlib.util
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import prune_waits
-from streamplan.schedule.schedule import StreamSchedule
+
+PolicyFn = Callable[[Graph, ScheduleContext], StreamSchedule]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInfo:
+    """A policy: its name, where its function lives, the options it takes, one line on what it does."""
+
+    name: str
+    path: str  # "module:function"
+    summary: str
+    options: frozenset[str] = frozenset()
+    multi_stream: bool = True
+
 
 # Display order: baselines first, then the multi-stream policies from simple to searched.
-_POLICY_PATHS: dict[str, str] = {
-    "sequential": "streamplan.schedule.sequential:schedule_sequential",
-    "memory": "streamplan.schedule.memory_order:schedule_memory",
-    "wavefront": "streamplan.schedule.wavefront:schedule_wavefront",
-    "asap": "streamplan.schedule.asap:schedule_asap",
-    "nimble": "streamplan.schedule.nimble:schedule_nimble",
-    "ios": "streamplan.schedule.ios:schedule_ios",
-}
+_REGISTRY: tuple[PolicyInfo, ...] = (
+    PolicyInfo(
+        "sequential",
+        "streamplan.schedule.sequential:schedule_sequential",
+        "one stream in graph order (the baseline; what eager PyTorch does)",
+        multi_stream=False,
+    ),
+    PolicyInfo(
+        "memory",
+        "streamplan.schedule.memory_order:schedule_memory",
+        "one stream in a peak-minimising order",
+        frozenset({"exact_max_states"}),
+        multi_stream=False,
+    ),
+    PolicyInfo(
+        "wavefront",
+        "streamplan.schedule.wavefront:schedule_wavefront",
+        "RAF: waves of ready ops, one chain per stream, a barrier between waves",
+    ),
+    PolicyInfo("asap", "streamplan.schedule.asap:schedule_asap", "RAF: each op continues its input's chain"),
+    PolicyInfo(
+        "nimble",
+        "streamplan.schedule.nimble:schedule_nimble",
+        "Nimble: chains from a maximum matching, fewest syncs",
+    ),
+    PolicyInfo(
+        "ios",
+        "streamplan.schedule.ios:schedule_ios",
+        "IOS: dynamic program over stages, costed by the simulator",
+        frozenset({"r", "s", "block_ops"}),
+    ),
+)
+_BY_NAME: dict[str, PolicyInfo] = {p.name: p for p in _REGISTRY}
 
-POLICIES: tuple[str, ...] = tuple(_POLICY_PATHS)
+POLICIES: tuple[str, ...] = tuple(_BY_NAME)
+BASELINE_POLICY = "sequential"  # what speedups are measured against
 
 
-def get_policy(name: str) -> Callable[..., StreamSchedule]:
-    """The policy function called ``name`` (``ScheduleError`` listing the policies when unknown)."""
-    path = _POLICY_PATHS.get(name)
-    if path is None:
+def policy_info(name: str) -> PolicyInfo:
+    """The registry entry of ``name`` (``ScheduleError`` listing the policies when unknown)."""
+    info = _BY_NAME.get(name)
+    if info is None:
         raise ScheduleError(f"unknown policy {name!r}", hint=f"choose one of: {', '.join(POLICIES)}")
-    module_name, _, func_name = path.partition(":")
+    return info
+
+
+def get_policy(name: str) -> PolicyFn:
+    """The policy function called ``name``."""
+    info = policy_info(name)
+    module_name, _, func_name = info.path.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
@@ -49,27 +99,39 @@ def get_policy(name: str) -> Callable[..., StreamSchedule]:
 
 def available_policies() -> tuple[str, ...]:
     """The policies whose module can be imported here."""
-    found = []
-    for name, path in _POLICY_PATHS.items():
-        if importlib.util.find_spec(path.partition(":")[0]) is not None:
-            found.append(name)
-    return tuple(found)
+    return tuple(p.name for p in _REGISTRY if importlib.util.find_spec(p.path.partition(":")[0]) is not None)
 
 
-def make_schedule(graph: Graph, policy: str, *, max_streams: int = 8, **options: Any) -> StreamSchedule:
-    """Schedule ``graph`` with ``policy`` on at most ``max_streams`` streams, redundant waits removed.
+def check_options(name: str, ctx: ScheduleContext) -> None:
+    """``ScheduleError`` when ``ctx.options`` holds an option policy ``name`` does not take."""
+    info = policy_info(name)
+    unknown = sorted(set(ctx.options) - info.options)
+    if unknown:
+        takes = f"it takes {', '.join(sorted(info.options))}" if info.options else "it takes no options"
+        raise ScheduleError(
+            f"policy {name!r} has no option {', '.join(map(repr, unknown))}",
+            hint=f"{takes} (besides the context's max_streams, cost, budget, time limit and seed)",
+        )
 
-    ``meta["search_time_s"]`` records how long the policy took (pruning included).
+
+def make_schedule(graph: Graph, policy: str, ctx: ScheduleContext | None = None) -> StreamSchedule:
+    """Schedule ``graph`` with ``policy`` under ``ctx``: verified, redundant waits removed.
+
+    ``meta["search_time_s"]`` records how long the policy took (pruning included) and
+    ``meta["max_streams"]`` the cap it ran under.
     """
-    if not isinstance(max_streams, int) or max_streams < 1:
-        raise ScheduleError(f"max_streams must be an int >= 1, got {max_streams!r}")
+    from streamplan.schedule.verify import verify_schedule
+
+    ctx = DEFAULT_CONTEXT if ctx is None else ctx
+    check_options(policy, ctx)
     fn = get_policy(policy)
     t0 = time.perf_counter()
-    schedule = fn(graph, max_streams=max_streams, **options)
+    schedule = fn(graph, ctx)
     if schedule.waits:
         schedule = prune_waits(graph, schedule)
     elapsed = time.perf_counter() - t0
+    verify_schedule(graph, schedule)
     meta = dict(schedule.meta)
     meta["search_time_s"] = elapsed
-    meta.setdefault("max_streams", max_streams)
+    meta.setdefault("max_streams", ctx.max_streams)
     return schedule.replace(meta=meta)

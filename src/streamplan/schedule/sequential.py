@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from streamplan.ir.graph import Graph
-from streamplan.schedule.schedule import StreamSchedule
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
-def schedule_sequential(graph: Graph, *, max_streams: int = 8, **options: Any) -> StreamSchedule:
-    """One stream, graph order, no waits. ``max_streams`` is accepted for a uniform signature."""
+def schedule_sequential(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
+    """One stream, graph order, no waits (the context is accepted for a uniform signature)."""
     order = graph.node_ids
     return StreamSchedule(order, dict.fromkeys(order, 0), (), "sequential", {})

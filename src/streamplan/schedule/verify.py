@@ -1,8 +1,8 @@
-"""Check that a ``StreamSchedule`` is valid for its graph (DESIGN §3), independently of the policies.
+"""Check that a ``StreamSchedule`` is valid for its graph, independently of the policies.
 
-Valid means: every graph op is launched exactly once and nothing else is; streams
-are ints >= 0; every wait names launched ops and waits only on an op launched
-earlier (an event not yet recorded can never fire: deadlock); and every dependency
+Valid means: the schedule is structurally sound (``ir.schedule.structure_problems``:
+every graph op launched exactly once, streams are ints >= 0, every wait waits on
+an op launched earlier, since an event not yet recorded never fires); and every dependency
 u -> v is ordered by happens-before (same stream with u launched first, or a chain
 of waits and stream orders). Happens-before is tracked with one vector clock per
 stream, so the check is linear in ops x streams. Deliberately does not use
@@ -11,54 +11,21 @@ stream, so the check is linear in ops x streams. Deliberately does not use
 
 from __future__ import annotations
 
-from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
-from streamplan.schedule.schedule import StreamSchedule
-
-MAX_REPORTED = 20
+from streamplan.ir.schedule import StreamSchedule, schedule_error, structure_problems
 
 
 def verify_schedule(graph: Graph, schedule: StreamSchedule) -> None:
     """Raise ``ScheduleError`` naming the first problems when ``schedule`` is invalid for ``graph``."""
     problems = check_schedule(graph, schedule)
     if problems:
-        shown = problems[:MAX_REPORTED]
-        more = f" (and {len(problems) - len(shown)} more)" if len(problems) > len(shown) else ""
-        raise ScheduleError(
-            "; ".join(shown) + more,
-            where=f"schedule {schedule.policy} of {graph.name}",
-            hint="regenerate it with `streamplan schedule`, or add the missing waits",
-        )
+        raise schedule_error(problems, graph, schedule)
 
 
 def check_schedule(graph: Graph, schedule: StreamSchedule) -> list[str]:
     """Every problem of ``schedule`` for ``graph``, one message each (empty when valid)."""
-    problems = _check_structure(graph, schedule)
+    problems = structure_problems(graph, schedule)
     problems.extend(_check_order(graph, schedule))
-    return problems
-
-
-def _check_structure(graph: Graph, schedule: StreamSchedule) -> list[str]:
-    problems: list[str] = []
-    seen: set[str] = set()
-    for op in schedule.launch_order:
-        if not graph.has_node(op):
-            problems.append(f"{op} is launched but is not an op of the graph")
-        elif op in seen:
-            problems.append(f"{op} is launched more than once")
-        seen.add(op)
-    missing = [op for op in graph.node_ids if op not in seen]
-    if missing:
-        head = ", ".join(missing[:10]) + (" ..." if len(missing) > 10 else "")
-        problems.append(f"{len(missing)} op(s) never launched: {head}")
-    for op in graph.node_ids:
-        if op in seen and op not in schedule.streams:
-            problems.append(f"{op} has no stream")
-    for op, s in schedule.streams.items():
-        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-            problems.append(f"{op} is on stream {s!r}; streams are ints >= 0")
-        elif op not in seen:
-            problems.append(f"{op} has a stream but is never launched")
     return problems
 
 
@@ -70,17 +37,9 @@ def _check_order(graph: Graph, schedule: StreamSchedule) -> list[str]:
     for i, op in enumerate(schedule.launch_order):
         launch_index.setdefault(op, i)
     waits_before: dict[str, list[str]] = {}
-    for w in schedule.waits:
-        for end in (w.after, w.before):
-            if end not in launch_index:
-                problems.append(f"wait {w.after} -> {w.before} refers to {end}, which is not launched")
+    for w in schedule.waits:  # waits on unknown or later launches are structural problems
         if w.after in launch_index and w.before in launch_index:
-            if launch_index[w.after] > launch_index[w.before]:
-                problems.append(
-                    f"{w.before} waits for {w.after}, which is launched later: its event is not "
-                    f"recorded yet when {w.before} is launched (deadlock)"
-                )
-            else:
+            if launch_index[w.after] < launch_index[w.before]:
                 waits_before.setdefault(w.before, []).append(w.after)
     event_ops = {u for us in waits_before.values() for u in us}
     slot: dict[int, int] = {}

@@ -10,10 +10,9 @@ for every chain of wave k (the barrier), expressed as waits that
 
 from __future__ import annotations
 
-from typing import Any
-
 from streamplan.ir.graph import Graph
-from streamplan.schedule.schedule import StreamSchedule, Wait
+from streamplan.ir.schedule import StreamSchedule, Wait
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 def wavefront_chains(graph: Graph) -> list[list[list[int]]]:
@@ -44,8 +43,9 @@ def wavefront_chains(graph: Graph) -> list[list[list[int]]]:
     return waves
 
 
-def schedule_wavefront(graph: Graph, *, max_streams: int = 8, **options: Any) -> StreamSchedule:
-    """RAF's wavefront schedule with at most ``max_streams`` streams (barrier waits unpruned)."""
+def schedule_wavefront(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
+    """RAF's wavefront schedule with at most ``ctx.max_streams`` streams (barrier waits unpruned)."""
+    max_streams = ctx.max_streams
     ids = graph.node_ids
     waves = wavefront_chains(graph)
     order: list[str] = []

@@ -1,4 +1,4 @@
-"""Allocator models replayed over a schedule's host launch order (DESIGN §4, figure 4).
+"""Allocator models replayed over a schedule's host launch order (``docs/memory.md``, figure 4).
 
 ``replay(graph, schedule, model)`` returns an ``AllocatorReport`` with the
 allocated and reserved peaks, a per-launch trace, and where it would run out of

@@ -8,6 +8,7 @@ from typing import Any
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import BudgetError, ModelSpecError, ScheduleError
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators._base import OutOfMemory
 from streamplan.memory.allocators.exact import ExactAllocator
 from streamplan.memory.allocators.op_memory import OpMemory
@@ -17,7 +18,6 @@ from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, A
 from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator
 from streamplan.memory.host_order import Event, events_from_liveness
 from streamplan.memory.liveness import Includes, Liveness, liveness
-from streamplan.schedule.schedule import StreamSchedule
 
 MODELS = ("exact", "page", "pow2", "torch-cuda")
 RESIDENT_STREAM = -1  # inputs/params are created on the default stream, not a schedule stream

@@ -1,0 +1,184 @@
+"""Scheduling and simulating policies on a graph: one ``PolicyRun`` each, and ``compare``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streamplan.cost.simulate import simulate
+from streamplan.cost.timeline import Timeline
+from streamplan.errors import StreamplanError
+from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.report import MemoryReport, analyze_memory
+from streamplan.memory.simulated import SimulatedMemory, simulated_memory
+from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
+from streamplan.schedule.registry import BASELINE_POLICY, make_schedule
+from streamplan.schedule.verify import verify_schedule
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """A verified schedule and its simulated timeline under one context's cost model."""
+
+    schedule: StreamSchedule
+    timeline: Timeline
+
+    @property
+    def policy(self) -> str:
+        return self.schedule.policy
+
+    @property
+    def makespan_ms(self) -> float:
+        return self.timeline.makespan_ms
+
+
+def run_policy(graph: Graph, policy: str, ctx: ScheduleContext | None = None) -> PolicyRun:
+    """Schedule ``graph`` with ``policy`` (verified) and simulate it on ``ctx.cost``."""
+    ctx = ctx or DEFAULT_CONTEXT
+    ctx.progress(f"{policy}: scheduling", None, None)
+    schedule = make_schedule(graph, policy, ctx)
+    ctx.progress(f"{policy}: simulating", None, None)
+    return PolicyRun(schedule, simulate(graph, schedule, ctx.cost))
+
+
+def run_schedule(graph: Graph, schedule: StreamSchedule, ctx: ScheduleContext | None = None) -> PolicyRun:
+    """A given (saved) schedule, verified against ``graph`` and simulated on ``ctx.cost``."""
+    ctx = ctx or DEFAULT_CONTEXT
+    verify_schedule(graph, schedule)
+    return PolicyRun(schedule, simulate(graph, schedule, ctx.cost))
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """Which storages the memory figures count besides activations."""
+
+    include_inputs: bool = False
+    include_params: bool = False
+
+    def describe(self) -> str:
+        return (
+            "activations"
+            + (" + inputs" if self.include_inputs else "")
+            + (" + params" if self.include_params else "")
+        )
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    """What one policy does to a graph: streams, events, simulated latency, memory figures.
+
+    ``speedup`` is over the ``sequential`` row (None without one); ``error`` is set (and
+    the figures are empty) when the policy failed on this graph.
+    """
+
+    policy: str
+    streams: int = 0
+    events: int = 0
+    waits: int = 0
+    makespan_ms: float | None = None
+    speedup: float | None = None
+    search_time_s: float = 0.0
+    memory: MemoryReport | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "policy": self.policy,
+            "streams": self.streams,
+            "events": self.events,
+            "waits": self.waits,
+            "makespan_ms": self.makespan_ms,
+            "speedup": self.speedup,
+            "search_time_s": self.search_time_s,
+            "memory": None if self.memory is None else self.memory.to_dict(),
+        }
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def compare_policies(
+    graph: Graph,
+    policies: Sequence[str],
+    ctx: ScheduleContext | None = None,
+    *,
+    memory: bool = True,
+    includes: MemoryOptions = MemoryOptions(),
+) -> list[PolicyRow]:
+    """Schedule, verify, simulate (and analyse memory) for each policy, the baseline first.
+
+    A policy that fails on this graph (a search that cannot handle it, say) gives a row
+    with ``error`` set instead of aborting the whole comparison.
+    """
+    ctx = ctx or DEFAULT_CONTEXT
+    rows: list[PolicyRow] = []
+    baseline_ms: float | None = None
+    ordered = (
+        list(dict.fromkeys([BASELINE_POLICY, *policies])) if BASELINE_POLICY in policies else list(policies)
+    )
+    for policy in ordered:
+        t0 = time.perf_counter()
+        try:
+            run = run_policy(graph, policy, ctx)
+        except StreamplanError as e:
+            rows.append(
+                PolicyRow(
+                    policy=policy, search_time_s=time.perf_counter() - t0, error=e.short().splitlines()[0]
+                )
+            )
+            continue
+        sched, timeline = run.schedule, run.timeline
+        report = None
+        if memory:
+            ctx.progress(f"{policy}: memory figures", None, None)
+            report = analyze_memory(
+                graph,
+                sched,
+                timeline=timeline,
+                include_inputs=includes.include_inputs,
+                include_params=includes.include_params,
+            )
+        if policy == BASELINE_POLICY:
+            baseline_ms = timeline.makespan_ms
+        speedup = (baseline_ms / timeline.makespan_ms) if baseline_ms and timeline.makespan_ms > 0 else None
+        rows.append(
+            PolicyRow(
+                policy=policy,
+                streams=sched.num_streams,
+                events=sched.num_events,
+                waits=sched.num_waits,
+                makespan_ms=timeline.makespan_ms,
+                speedup=speedup,
+                search_time_s=float(sched.meta.get("search_time_s", time.perf_counter() - t0)),
+                memory=report,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class MemoryCurve:
+    """One policy's run with its live memory over simulated time and its worst-case peak."""
+
+    run: PolicyRun
+    memory: SimulatedMemory
+    worst_case: WorstCasePeak
+
+
+def memory_curves(
+    graph: Graph, policies: Sequence[str], ctx: ScheduleContext | None = None
+) -> list[MemoryCurve]:
+    """A ``MemoryCurve`` per policy (what ``streamplan plot`` draws)."""
+    out = []
+    for p in policies:
+        run = run_policy(graph, p, ctx)
+        out.append(
+            MemoryCurve(
+                run, simulated_memory(graph, run.schedule, run.timeline), worst_case_peak(graph, run.schedule)
+            )
+        )
+    return out

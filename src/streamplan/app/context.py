@@ -1,0 +1,64 @@
+"""Scheduling contexts from what a user chooses: a device profile, perhaps a measured table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamplan.cost.measured import MeasuredCostModel
+from streamplan.cost.opcost import AnalyticCostModel, CostModel
+from streamplan.progress import ProgressFn, no_progress
+from streamplan.schedule.context import MemoryBudget, ScheduleContext
+
+
+def cost_model(device: str = "v100", measured: str | None = None) -> CostModel:
+    """The analytic model of ``device``, or a measured table (a path) over it."""
+    if measured:
+        return MeasuredCostModel(measured, fallback=device)
+    return AnalyticCostModel(device)
+
+
+def make_context(
+    *,
+    device: str = "v100",
+    measured: str | None = None,
+    max_streams: int = 8,
+    budget: MemoryBudget | None = None,
+    time_limit_s: float = 10.0,
+    seed: int = 0,
+    progress: ProgressFn = no_progress,
+) -> ScheduleContext:
+    """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it."""
+    return ScheduleContext(
+        max_streams=max_streams,
+        cost=cost_model(device, measured),
+        budget=budget,
+        time_limit_s=time_limit_s,
+        seed=seed,
+        progress=progress,
+    )
+
+
+@dataclass(frozen=True)
+class MeasuredCoverage:
+    """How much of a simulation a measured table covered (the rest came from the profile)."""
+
+    table_device: str
+    fallback_device: str
+    hits: int
+    misses: int
+
+    @staticmethod
+    def of(cost: CostModel) -> MeasuredCoverage | None:
+        if not isinstance(cost, MeasuredCostModel):
+            return None
+        return MeasuredCoverage(cost.table.device, cost.fallback.device_name, cost.hits, cost.misses)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses}
+
+    def text(self) -> str:
+        total = self.hits + self.misses
+        note = f"measured table ({self.table_device or 'no device named'}): {self.hits} of {total} op costs"
+        if self.misses:
+            note += f", the other {self.misses} from the {self.fallback_device} profile"
+        return note

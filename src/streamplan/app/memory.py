@@ -1,0 +1,84 @@
+"""Every memory figure of one schedule, with the allocator replays (the ``memory`` command's result)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from streamplan.app.analysis import MemoryOptions, PolicyRun
+from streamplan.app.context import MeasuredCoverage
+from streamplan.cost.measured import MeasuredCostModel
+from streamplan.ir.graph import Graph
+from streamplan.memory.allocators import MODELS, OpMemory, replay
+from streamplan.memory.allocators.report import AllocatorReport
+from streamplan.memory.report import MemoryReport, analyze_memory
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
+
+
+@dataclass(frozen=True)
+class MemoryAnalysis:
+    """One schedule's memory report, its host-order replays through every allocator model,
+    and (with a measured table) how much of the simulation the table covered."""
+
+    run: PolicyRun
+    report: MemoryReport
+    allocators: dict[str, AllocatorReport]
+    measured: MeasuredCoverage | None
+    op_memory: bool  # the torch-cuda replay includes measured op scratch and stream workspaces
+    device: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.report.to_dict()
+        d["device"] = self.device
+        d["makespan_ms"] = self.run.makespan_ms
+        if self.measured is not None:
+            d["measured"] = {**self.measured.to_dict(), "op_memory": self.op_memory}
+        d["host_order_trace"] = self.report.host_order.to_dict()
+        d["allocators"] = {m: r.to_dict(trace=False) for m, r in self.allocators.items()}
+        return d
+
+
+def analyze_run_memory(
+    graph: Graph,
+    run: PolicyRun,
+    ctx: ScheduleContext | None = None,
+    *,
+    includes: MemoryOptions = MemoryOptions(),
+    device_memory_bytes: int | None = None,
+) -> MemoryAnalysis:
+    """Every memory figure of ``run``'s schedule; with a measured table in ``ctx.cost``, its op
+    scratch and stream workspaces go into the ``torch-cuda`` replay."""
+    ctx = ctx or DEFAULT_CONTEXT
+    cost = ctx.cost
+    op_memory = OpMemory.from_table(graph, cost.table) if isinstance(cost, MeasuredCostModel) else None
+    ctx.progress("memory figures", None, None)
+    report = analyze_memory(
+        graph,
+        run.schedule,
+        timeline=run.timeline,
+        include_inputs=includes.include_inputs,
+        include_params=includes.include_params,
+        device_memory_bytes=device_memory_bytes,
+        op_memory=op_memory,
+    )
+    allocators = {}
+    for m in MODELS:
+        ctx.progress(f"allocator replay: {m}", None, None)
+        allocators[m] = replay(
+            graph,
+            run.schedule,
+            m,
+            timeline=run.timeline,
+            include_inputs=includes.include_inputs,
+            include_params=includes.include_params,
+            device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None,
+            op_memory=op_memory if m == "torch-cuda" else None,
+        )
+    return MemoryAnalysis(
+        run=run,
+        report=report,
+        allocators=allocators,
+        measured=MeasuredCoverage.of(cost),
+        op_memory=op_memory is not None and not op_memory.empty,
+        device=cost.device_name,
+    )

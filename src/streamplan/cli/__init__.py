@@ -1,0 +1,23 @@
+"""The ``streamplan`` command line. Every command takes a model spec (zoo name,
+``random:N[:seed]``, graph ``.json`` or ``file.py:function``) and ``--json`` for
+machine-readable output only. User errors print one or two lines and exit 2.
+
+One module per group of commands; each registers its commands on ``app``.
+"""
+
+from __future__ import annotations
+
+# importing the command modules registers their commands, in the order --help lists them
+from streamplan.cli import graph_commands, memory_commands, run_commands, schedule_commands  # noqa: E402, F401, I001
+from streamplan.cli.app import app
+from streamplan.cli.common import err, out
+
+
+def main() -> None:
+    """Entry point: user errors -> one or two lines on stderr and exit status 2."""
+    from streamplan.cli.errors import run_app
+
+    run_app(app, out, err)
+
+
+__all__ = ["app", "main"]

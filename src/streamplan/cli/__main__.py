@@ -1,0 +1,5 @@
+"""``python -m streamplan.cli``: the command line."""
+
+from streamplan.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""How the CLI ends: the exit statuses, and errors as one or two lines (or JSON under ``--json``).
+
+===  ==========================================================================
+0    success
+1    an invalid schedule (``verify``), or an internal error (a bug: please report)
+2    a user error: bad model, file, option or budget — what, where, what to do
+3    ``memory``: the predicted run does not fit the device memory given
+130  interrupted (Ctrl-C)
+===  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from streamplan.errors import StreamplanError
+
+EXIT_USER_ERROR = 2
+EXIT_OUT_OF_MEMORY = 3
+EXIT_INTERRUPTED = 130
+
+
+def _click_exceptions():
+    """The usage-error, exit and abort classes of the click typer runs on: typer vendors its
+    own copy in recent releases and used the ``click`` package before; catch whichever exist."""
+    errors: list[type] = []
+    exits: list[type] = [typer.Exit]
+    aborts: list[type] = [typer.Abort]
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        errors.append(mod.ClickException)
+        for attr, into in (("Exit", exits), ("Abort", aborts)):
+            cls = getattr(mod, attr, None)
+            if isinstance(cls, type):
+                into.append(cls)
+    return tuple(errors), tuple(exits), tuple(aborts)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv
+
+
+def _error_json(kind: str, message: str, where: str | None = None, hint: str | None = None) -> None:
+    obj = {"error": {"kind": kind, "message": message, "where": where, "hint": hint}}
+    sys.stdout.write(json.dumps(obj, indent=1) + "\n")
+
+
+def run_app(app: typer.Typer, out: Console, err: Console) -> None:
+    """Run the CLI; user errors -> one or two lines on stderr and exit status 2, never a traceback.
+
+    With ``--json`` the error is also written to stdout as ``{"error": {kind, message,
+    where, hint}}``, so scripts never have to parse text.
+    """
+    click_error, click_exit, click_abort = _click_exceptions()
+    as_json = _wants_json(sys.argv[1:])
+    try:
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
+    except StreamplanError as e:
+        if as_json:
+            _error_json(type(e).__name__, e.message, e.where, e.hint)
+        err.print(f"error: {e.short()}", markup=False)
+        sys.exit(EXIT_USER_ERROR)
+    except click_abort:
+        err.print("aborted")
+        sys.exit(EXIT_INTERRUPTED)
+    except click_error as e:  # bad usage: say what was wrong with the command line
+        if type(e).__name__ == "NoArgsIsHelpError":
+            out.print(e.format_message(), markup=False)
+            sys.exit(0)
+        if as_json:
+            _error_json("UsageError", e.format_message(), None, "run with --help for the options")
+        err.print(f"error: {e.format_message()}", markup=False)
+        err.print("  hint: run with --help for the options", markup=False)
+        sys.exit(EXIT_USER_ERROR)
+    except click_exit as e:
+        sys.exit(getattr(e, "exit_code", 0))
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # a bug in streamplan, not the user's fault
+        if os.environ.get("STREAMPLAN_DEBUG"):
+            raise
+        if as_json:
+            _error_json("InternalError", f"{type(e).__name__}: {e}", None, "please report it")
+        err.print(
+            f"internal error: {type(e).__name__}: {e}\n  (set STREAMPLAN_DEBUG=1 for the traceback; "
+            "please report it)",
+            markup=False,
+        )
+        sys.exit(1)

@@ -1,0 +1,105 @@
+"""``run`` (execute a schedule for real) and ``demo`` (what ``make demo`` runs)."""
+
+from __future__ import annotations
+
+import typer
+
+from streamplan.cli.app import app
+from streamplan.cli.common import (
+    BatchOpt,
+    ForceOpt,
+    JsonOpt,
+    ModelArg,
+    PolicyOpt,
+    StreamsOpt,
+    check_file,
+    emit_json,
+    err,
+    load_graph,
+    out,
+    write_file,
+)
+from streamplan.cli.progress import progress_display
+
+
+@app.command()
+def run(
+    model: str = ModelArg,
+    policy: str = PolicyOpt,
+    on: str = typer.Option("cpu", "--on", help="where to execute: cpu (one thread per stream) or cuda"),
+    device: str | None = typer.Option(
+        None, "--device", help="cost-model profile for the predictions (default: the one of --on's hardware)"
+    ),
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    chaos: bool = typer.Option(False, "--chaos", help="random delays before ops (a missing wait shows up)"),
+    repeat: int = typer.Option(5, "--repeat", min=1, help="timed runs; the median is reported"),
+    seed: int = typer.Option(0, "--seed", help="seed of the random inputs and of the chaos delays"),
+    schedule_file: str | None = typer.Option(
+        None, "--schedule", help="run a saved schedule (verified first) instead of --policy"
+    ),
+    trace: str | None = typer.Option(
+        None, "--trace", help="write the measured (CPU) and simulated timelines as one Perfetto trace"
+    ),
+    force: bool = ForceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
+    from streamplan.app.context import make_context
+    from streamplan.app.run import check_target, profile_for, run_model
+    from streamplan.errors import ModelSpecError
+    from streamplan.ir.schedule import StreamSchedule
+    from streamplan.report.views import run_lines
+
+    if on in ("v100", "a100", "h100", "h200"):
+        raise ModelSpecError(
+            f"--on takes where to execute, not a profile: {on!r}", hint="use --on cpu or --on cuda"
+        )
+    check_target(on)
+    if trace:
+        if on != "cpu":
+            raise ModelSpecError(
+                "--trace records per-op times on the CPU runtime only",
+                hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
+            )
+        check_file(trace, force=force, protected=(model,))
+    saved = StreamSchedule.load(schedule_file) if schedule_file else None
+    with progress_display(err) as progress:
+        ctx = make_context(device=device or profile_for(on), max_streams=max_streams, progress=progress)
+        graph = load_graph(model, batch, None, progress)
+        report = run_model(
+            model,
+            saved.policy if saved else policy,
+            ctx,
+            target=on,
+            graph=graph,
+            batch=batch,
+            chaos=chaos,
+            repeat=repeat,
+            seed=seed,
+            schedule=saved,
+        )
+    if trace:
+        from streamplan.report.trace import dumps_traces
+
+        name = f"{graph.name} {report.schedule.policy}"
+        traces = [
+            (report.comparison.result.timeline, f"{name} measured on cpu"),
+            (report.simulated, f"{name} simulated ({report.profile} profile)"),
+        ]
+        write_file(trace, dumps_traces(traces), force=force, protected=(model,))
+        if not as_json:
+            out.print(f"  wrote {trace}: measured and simulated timelines (open in ui.perfetto.dev)")
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    for line in run_lines(report, target=on, repeat=repeat):
+        out.print(line)
+
+
+@app.command()
+def demo() -> None:
+    """The seed question answered on its own example, then a real model compared and run."""
+    from streamplan.cli.demo import run_demo
+
+    run_demo(out)
