@@ -6,15 +6,9 @@ import sys
 
 import pytest
 
+from helpers.cli import assert_user_error, sp
 from streamplan.ir.serialize import dumps, graph_to_dict
 from streamplan.models import load_model
-
-
-def sp(*args, cwd=None):
-    """Run the CLI in a subprocess (so exit codes and stderr are real)."""
-    return subprocess.run(
-        [sys.executable, "-m", "streamplan.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
-    )
 
 
 def test_show_seed_example2_json():
@@ -61,27 +55,19 @@ def test_zoo_lists_models():
     } <= set(names)
 
 
-def _assert_user_error(r, *fragments):
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr
-    assert 1 <= len(r.stderr.strip().splitlines()) <= 3, r.stderr
-    for f in fragments:
-        assert f in r.stderr, r.stderr
-
-
 def test_unknown_model():
-    _assert_user_error(sp("show", "inceptoin_v3"), "unknown model", "inception_v3")
+    assert_user_error(sp("show", "inceptoin_v3"), "unknown model", "inception_v3")
 
 
 def test_bad_random_spec():
-    _assert_user_error(sp("show", "random:abc"), "random")
+    assert_user_error(sp("show", "random:abc"), "random")
 
 
 def test_malformed_and_missing_json(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{oops")
-    _assert_user_error(sp("show", str(bad)), "not valid JSON")
-    _assert_user_error(sp("show", str(tmp_path / "none.json")), "does not exist")
+    assert_user_error(sp("show", str(bad)), "not valid JSON")
+    assert_user_error(sp("show", str(tmp_path / "none.json")), "does not exist")
 
 
 def test_cyclic_graph_json(tmp_path):
@@ -89,7 +75,7 @@ def test_cyclic_graph_json(tmp_path):
     d["nodes"][1], d["nodes"][4] = d["nodes"][4], d["nodes"][1]  # e now comes before c and b
     p = tmp_path / "cyclic.json"
     p.write_text(json.dumps(d))
-    _assert_user_error(sp("show", str(p)), "before its producer")
+    assert_user_error(sp("show", str(p)), "before its producer")
 
 
 def test_dangling_graph_json(tmp_path):
@@ -97,17 +83,17 @@ def test_dangling_graph_json(tmp_path):
     d["nodes"][2]["inputs"] = ["ghost"]
     p = tmp_path / "dangling.json"
     p.write_text(json.dumps(d))
-    _assert_user_error(sp("show", str(p)), "ghost")
+    assert_user_error(sp("show", str(p)), "ghost")
 
 
 def test_python_spec_that_raises(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def build():\n    raise RuntimeError('boom')\n")
-    _assert_user_error(sp("show", f"{f}:build"), "boom")
-    _assert_user_error(sp("show", f"{f}:missing"), "no function")
+    assert_user_error(sp("show", f"{f}:build"), "boom")
+    assert_user_error(sp("show", f"{f}:missing"), "no function")
     g = tmp_path / "syntax.py"
     g.write_text("def build(:\n")
-    _assert_user_error(sp("show", f"{g}:build"), "SyntaxError")
+    assert_user_error(sp("show", f"{g}:build"), "SyntaxError")
 
 
 def test_export_round_trip_and_no_overwrite(tmp_path):
@@ -118,9 +104,9 @@ def test_export_round_trip_and_no_overwrite(tmp_path):
     r = sp("show", str(out), "--json")
     assert json.loads(r.stdout)["ops"] == 6
     before = out.read_text()
-    _assert_user_error(sp("export", "seed-example1", "-o", str(out)), "already exists")
+    assert_user_error(sp("export", "seed-example1", "-o", str(out)), "already exists")
     assert out.read_text() == before  # nothing the user had is lost
-    _assert_user_error(sp("export", str(out), "-o", str(out), "--force"), "input file")
+    assert_user_error(sp("export", str(out), "-o", str(out), "--force"), "input file")
     assert out.read_text() == before
 
 
@@ -138,6 +124,7 @@ def test_show_text(spec):
 @pytest.mark.parametrize(
     "model,count", [("inception_v3", 23_834_568), ("resnet50", 25_557_032), ("squeezenet", 1_248_424)]
 )
+@pytest.mark.slow
 def test_show_param_bytes_are_the_published_count_in_float32(model, count):
     r = sp("show", model, "--json")
     assert r.returncode == 0, r.stderr

@@ -3,7 +3,8 @@
 import json
 
 import pytest
-from test_cli_basics import _assert_user_error, sp
+
+from helpers.cli import assert_user_error, sp
 
 MiB = 1 << 20
 
@@ -32,12 +33,12 @@ def test_schedule_save_verify_and_tamper(tmp_path):
 def test_verify_malformed_schedule(tmp_path):
     p = tmp_path / "s.json"
     p.write_text('{"launch_order": ["a"]}')
-    _assert_user_error(sp("verify", "seed-example2", str(p)), "malformed schedule")
+    assert_user_error(sp("verify", "seed-example2", str(p)), "malformed schedule")
 
 
 def test_unknown_policy_and_device():
-    _assert_user_error(sp("schedule", "seed-example2", "--policy", "fastest"), "fastest")
-    _assert_user_error(sp("simulate", "seed-example2", "--device", "tpu9"), "tpu9")
+    assert_user_error(sp("schedule", "seed-example2", "--policy", "fastest"), "fastest")
+    assert_user_error(sp("simulate", "seed-example2", "--device", "tpu9"), "tpu9")
 
 
 def test_simulate_with_trace(tmp_path):
@@ -101,7 +102,7 @@ def test_plot_writes_png(tmp_path):
     r = sp("plot", "seed-example2", "--policies", "sequential,asap", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    _assert_user_error(sp("plot", "seed-example2", "-o", str(out)), "already exists")
+    assert_user_error(sp("plot", "seed-example2", "-o", str(out)), "already exists")
 
 
 def test_run_cpu_chaos_json():
@@ -130,6 +131,7 @@ def test_run_inception_asap_chaos():
     assert json.loads(r.stdout)["matches_eager"] is True
 
 
+@pytest.mark.slow
 def test_inception_ios_beats_wavefront_beats_sequential():
     r = sp(
         "compare",
@@ -148,6 +150,7 @@ def test_inception_ios_beats_wavefront_beats_sequential():
     assert ms["ios"] <= ms["wavefront"] <= ms["sequential"]
 
 
+@pytest.mark.slow
 def test_demo_answers_the_seed_question():
     r = sp("demo")
     assert r.returncode == 0, r.stderr
@@ -180,7 +183,7 @@ def test_measured_table_times_the_simulation_and_adds_op_memory(tmp_path):
     assert grown >= base["allocators"]["torch-cuda"]["allocated_peak_bytes"] + 64 * MiB
     assert d["allocators"]["exact"] == base["allocators"]["exact"]  # the graph's tensors only
     table.write_text('{"schema": "streamplan.measured", "ops": {"x": "fast"}}')
-    _assert_user_error(sp("memory", "seed-example2", "--measured", str(table)), "malformed")
+    assert_user_error(sp("memory", "seed-example2", "--measured", str(table)), "malformed")
 
 
 def test_run_trace_has_measured_and_simulated(tmp_path):
@@ -208,4 +211,4 @@ def test_run_a_saved_schedule_and_refuse_a_broken_one(tmp_path):
     sched = json.loads(path.read_text())
     sched["waits"] = []  # the verifier refuses it before anything runs
     path.write_text(json.dumps(sched))
-    _assert_user_error(sp("run", "seed-example2", "--schedule", str(path)), "not ordered")
+    assert_user_error(sp("run", "seed-example2", "--schedule", str(path)), "not ordered")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dags import chain, dag, diamond, random_dags
+from helpers.dags import chain, dag, diamond, random_dags
 from streamplan.cost import AnalyticCostModel, FakeCostModel, critical_path_ms, op_costs, simulate
 from streamplan.errors import ScheduleError
 from streamplan.ir.schedule import StreamSchedule, Wait

@@ -6,7 +6,7 @@ captured graph carries everything needed to reproduce eager PyTorch.
 
 from __future__ import annotations
 
-import time
+import math
 
 import pytest
 
@@ -134,7 +134,7 @@ def test_views_share_the_root_storage_and_inplace_ops_mutate() -> None:
     for n in view_nodes:
         for out in n.outputs:
             assert g.values[out].storage == y, (n.id, out)
-            assert g.values[out].nbytes == 4 * _numel(g.values[out].shape)  # its own view size
+            assert g.values[out].nbytes == 4 * math.prod(g.values[out].shape)  # its own view size
         assert (n.flops, n.bytes_read, n.bytes_written) == (0, 0, 0)
     split = node_by_op(g, "aten.split.Tensor")
     assert len(split.outputs) == 2 and split.attrs["output_index"] == [0, 1]
@@ -378,7 +378,11 @@ def test_every_unsupported_construct_is_listed_at_once() -> None:
     assert "higher-order op cond" in text and "data-dependent shape" in text
 
 
-def test_batch32_capture_time_of_a_mid_size_cnn() -> None:
+def test_batch32_capture_of_a_mid_size_cnn_runs_no_real_kernel() -> None:
+    """A batch-32 capture sees every op at batch 32 but computes nothing: the module's
+    forward only ever receives fake tensors (its time is in bench/capture_time.py)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
     def block(cin, cout):
         return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
 
@@ -395,18 +399,14 @@ def test_batch32_capture_time_of_a_mid_size_cnn() -> None:
         nn.Flatten(),
         nn.Linear(256, 1000),
     ).eval()
-    capture(nn.ReLU(), torch.randn(2))  # the first export of a process pays a one-off warm-up
-    start = time.perf_counter()
+    seen: list[type] = []
+    model[0][0].register_forward_pre_hook(lambda m, args: seen.append(type(args[0])))
     g = capture(model, torch.randn(32, 3, 224, 224))
-    elapsed = time.perf_counter() - start
-    print(
-        f"\ncapture of a 6-conv CNN at batch 32, 224x224: {elapsed:.2f} s, {len(g)} nodes, "
-        f"{g.total_flops() / 1e9:.1f} GFLOP"
-    )  # eager forward takes ~18 s on one CPU thread
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    assert seen and all(issubclass(t, FakeTensor) for t in seen), seen
+    convs = [n for n in g.nodes if "conv" in n.op]
+    assert len(convs) == 6
+    first = g.values[convs[0].outputs[0]]
+    assert first.shape == (32, 64, 224, 224) and first.nbytes == 4 * 32 * 64 * 224 * 224
+    # 2 * out numel * Cin * 3 * 3 for the first conv: the FLOPs are counted at batch 32
+    assert convs[0].flops == 2 * 32 * 64 * 224 * 224 * 3 * 9
+    assert g.values[g.outputs[0]].shape == (32, 1000)

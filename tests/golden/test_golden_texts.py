@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.models import graph_of
 from streamplan.cost.simulate import simulate
 from streamplan.ir.printer import format_graph
 from streamplan.memory.report import analyze_memory
@@ -33,7 +34,7 @@ def check(name: str, text: str) -> None:
 
 def summary(model: str, policies: tuple[str, ...], device: str = "v100") -> str:
     """Per policy: streams, events, simulated ms (4 decimals) and every memory figure in bytes."""
-    g = load_model(model)
+    g = graph_of(model)
     rows = {}
     for p in policies:
         s = make_schedule(g, p)

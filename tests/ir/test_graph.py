@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 
-from dags import UNIT, dag, diamond, random_dags
+from helpers.dags import UNIT, dag, diamond, random_dags
 from streamplan.errors import FileFormatError, GraphError
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.ir import critical_path_ops, dumps, format_graph, load, loads, max_parallelism, save, verify

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dags import UNIT, dag, random_dags
+from helpers.dags import UNIT, dag, random_dags
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import ModelSpecError, ScheduleError
 from streamplan.memory.allocators import MODELS, replay

@@ -2,10 +2,10 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_oracles import brute_force_arena_bound, schedules_for
-from test_golden import asap
 
-from dags import random_dags
+from helpers.dags import random_dags
+from helpers.memory_oracles import brute_force_arena_bound, schedules_for
+from helpers.schedules import asap
 from streamplan.memory import check_arena, liveness, plan_arena
 from streamplan.zoo.random_dag import random_dag
 from streamplan.zoo.seed import example2

@@ -1,8 +1,7 @@
 """explain_peak / compare_peaks: named storages, the seed's arena sentence, policy warnings."""
 
-from test_golden import asap, sequential
-
-from dags import chain
+from helpers.dags import chain
+from helpers.schedules import asap, sequential
 from streamplan.memory import compare_peaks, explain_peak
 from streamplan.zoo.seed import example2
 

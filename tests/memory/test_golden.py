@@ -2,23 +2,13 @@
 
 import pytest
 
+from helpers.schedules import asap, sequential
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.memory import analyze_memory, host_order_events, host_order_trace
-from streamplan.schedule.events import with_derived_waits
 from streamplan.zoo.seed import example1, example2
 
 MIB = 1 << 20
-
-
-def sequential(g):
-    return with_derived_waits(g, g.node_ids, {op: 0 for op in g.node_ids}, "sequential")
-
-
-def asap(g):
-    """RAF's asap for the seed examples: the second branch on stream 1."""
-    streams = {op: (1 if op in ("c", "e") else 0) for op in g.node_ids}
-    return with_derived_waits(g, g.node_ids, streams, "asap")
 
 
 def timeline(g, s, durations):

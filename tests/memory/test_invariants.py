@@ -2,9 +2,9 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_oracles import schedules_for, timelines_for
 
-from dags import random_dags
+from helpers.dags import random_dags
+from helpers.memory_oracles import schedules_for, timelines_for
 from streamplan.memory import analyze_memory
 from streamplan.schedule.events import with_derived_waits
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dags import UNIT
+from helpers.dags import UNIT
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.ir.schedule import StreamSchedule

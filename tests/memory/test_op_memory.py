@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dags import dag
+from helpers.dags import dag
 from streamplan.cost.measured import MeasuredTable, op_signature
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.memory.allocators import OpMemory, replay

@@ -2,10 +2,10 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memory_oracles import brute_force_worst_case, schedules_for
-from test_golden import asap
 
-from dags import random_dags
+from helpers.dags import random_dags
+from helpers.memory_oracles import brute_force_worst_case, schedules_for
+from helpers.schedules import asap
 from streamplan.memory import live_bytes_at, liveness, worst_case_peak
 from streamplan.zoo.seed import example2
 

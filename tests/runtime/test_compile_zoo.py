@@ -9,12 +9,12 @@ import torch
 
 import streamplan.runtime as rt
 import streamplan.runtime.cpu as cpu
-from runtime.test_zoo import MODELS, shrink
+from helpers.models import RUNNABLE_MODELS, shrink
 from streamplan.zoo.registry import ZOO
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", RUNNABLE_MODELS)
 def test_compiled_zoo_model_matches_eager(name, monkeypatch):
     ran = []
     original = cpu.execute_cpu

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dags import random_dags
-from runtime.helpers import assert_matches_reference
+from helpers.dags import random_dags
+from helpers.runtime import assert_matches_reference
 from streamplan.errors import ExecutionError
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.ir.schedule import StreamSchedule, Wait

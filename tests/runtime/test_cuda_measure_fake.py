@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import fake_cuda
+from helpers import fake_cuda
 from streamplan.models import load_model
 from streamplan.runtime import compare_outputs
 from streamplan.runtime.backend_api import TorchCudaBackend

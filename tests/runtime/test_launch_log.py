@@ -8,11 +8,11 @@ policy gives a sound launch log; and each way of breaking one (a wait, a
 from __future__ import annotations
 
 import functools
-import importlib.util
 
 import pytest
 
-from runtime.launch_log import check_launch_log
+from helpers.launch_log import check_launch_log
+from helpers.models import RUNNABLE_MODELS, graph_of
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.models import load_model
 from streamplan.runtime.backend_api import FakeBackend
@@ -22,20 +22,6 @@ from streamplan.schedule import make_schedule
 from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import POLICIES
 from streamplan.schedule.verify import verify_schedule
-from streamplan.zoo.registry import ZOO
-
-MODELS = [
-    name
-    for name, m in ZOO.items()
-    if m.kind == "torch"
-    and name != "nasnet_a_large"  # the cells of nasnet_a at 17x the weights
-    and (m.requires is None or importlib.util.find_spec(m.requires))
-]
-
-
-@functools.cache
-def _graph(name: str):
-    return load_model(name)
 
 
 def _calls(graph, schedule: StreamSchedule) -> list[tuple]:
@@ -45,9 +31,10 @@ def _calls(graph, schedule: StreamSchedule) -> list[tuple]:
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", RUNNABLE_MODELS)
+@pytest.mark.slow
 def test_zoo_launch_logs_are_sound(model: str, policy: str) -> None:
-    graph = _graph(model)
+    graph = graph_of(model)
     schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
     verify_schedule(graph, schedule)
     assert check_launch_log(graph, _calls(graph, schedule)) == []

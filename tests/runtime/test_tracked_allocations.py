@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers.models import graph_of
 from streamplan.cost.measured import MeasuredTable
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.memory.allocators import OpMemory, replay
@@ -48,7 +49,7 @@ def test_scratch_at_the_peak_is_measured_and_predicted():
 
 @pytest.mark.parametrize("model", ["seed-example2", "random:60", "squeezenet"])
 def test_one_stream_tracked_peak_is_predicted_exactly(model):
-    g = load_model(model, batch=1) if model == "squeezenet" else load_model(model)
+    g = graph_of(model, 1) if model == "squeezenet" else graph_of(model)
     s = make_schedule(g, "sequential")
     result = run(g, s, track_allocations=True)
     assert result.tracked_peak_bytes == _predicted(g, s)

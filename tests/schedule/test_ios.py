@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from dags import chain, dag, diamond, random_dags
+from helpers.dags import chain, dag, diamond, random_dags
 from streamplan.cost import FakeCostModel, simulate
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.models import load_model

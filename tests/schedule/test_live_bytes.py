@@ -1,6 +1,6 @@
 """Liveness on one stream: allocate at the producer, free after the last user, outputs kept."""
 
-from dags import UNIT, chain, dag
+from helpers.dags import UNIT, chain, dag
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.models import load_model
 from streamplan.schedule import sequential_peak_bytes, sequential_trace

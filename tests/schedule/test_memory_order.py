@@ -4,7 +4,7 @@ import itertools
 
 from hypothesis import given, settings
 
-from dags import UNIT, chain, dag, random_dags
+from helpers.dags import UNIT, chain, dag, random_dags
 from streamplan.models import load_model
 from streamplan.schedule import make_schedule, sequential_peak_bytes, verify_schedule
 from streamplan.schedule.memory_order import _segments, memory_order

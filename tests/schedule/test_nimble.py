@@ -4,7 +4,7 @@ import itertools
 
 from hypothesis import given, settings
 
-from dags import dag, random_dags
+from helpers.dags import dag, random_dags
 from streamplan.ir.analysis import transitive_closure_bits
 from streamplan.schedule import derive_waits, make_schedule, verify_schedule
 from streamplan.schedule.context import ScheduleContext

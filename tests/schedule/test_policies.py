@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings
 
-from dags import random_dags
+from helpers.dags import random_dags
 from streamplan.errors import ScheduleError
 from streamplan.models import load_model
 from streamplan.schedule import POLICIES, available_policies, get_policy, make_schedule, verify_schedule
@@ -81,7 +81,7 @@ def test_sequential_is_graph_order_on_one_stream():
 
 def test_wavefront_barrier_keeps_waves_apart():
     # n0 -> n1 -> n2 and an independent long chain n3..n6 feeding n7 with n2.
-    from dags import dag
+    from helpers.dags import dag
 
     g = dag({1: [0], 2: [1], 4: [3], 5: [4], 6: [5], 7: [2, 6]}, 8)
     s = make_schedule(g, "wavefront")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dags import diamond
+from helpers.dags import diamond
 from streamplan.errors import ScheduleError
 from streamplan.models import load_model
 from streamplan.schedule import StreamSchedule, Wait, check_schedule, make_schedule, verify_schedule
@@ -75,7 +75,7 @@ def test_wait_on_later_launched_op_is_a_deadlock():
 
 def test_transitive_waits_order_dependencies():
     # n0 on s0, n1 on s1 waits n0, n2 on s2 waits n1: n0 -> n2 holds through the chain.
-    from dags import dag
+    from helpers.dags import dag
 
     g = dag({1: [0], 2: [0, 1]}, 3)
     order = ("n0", "n1", "n2")
