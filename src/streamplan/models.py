@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,24 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.verify import verify
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """Everything that decides which graph a model spec becomes (what a command was asked for).
+
+    ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json`` or ``file.py:function``;
+    ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model.
+    Every field changes the graph, so the request is also what a cache of captures is keyed by.
+    """
+
+    spec: str
+    batch: int | None = None
+    dtype: str | None = None
+
+    def load(self) -> Graph:
+        """The request's graph, verified."""
+        return load_model(self.spec, batch=self.batch, dtype=self.dtype)
 
 
 def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None) -> Graph:

@@ -80,11 +80,11 @@ def parse_policies(text: list[str] | None, default: str = DEFAULT_POLICIES) -> l
 
 def load_graph(model: str, batch: int | None, dtype: str | None, progress=None):
     """The model's graph (captured, built or read), with a progress step while it loads."""
-    from streamplan.models import load_model
+    from streamplan.models import ModelRequest
 
     if progress is not None:
         progress(f"loading {model}", None, None)
-    return load_model(model, batch=batch, dtype=dtype)
+    return ModelRequest(model, batch=batch, dtype=dtype).load()
 
 
 def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:
