@@ -133,7 +133,9 @@ def _check_settings(rows: dict[tuple[Any, ...], SweepRow], settings: SweepSettin
     for row in rows.values():
         if row.settings != settings:
             mine, theirs = settings.to_dict(), row.settings.to_dict()
-            diff = ", ".join(f"{k} {theirs[k]!r} there, {mine[k]!r} now" for k in mine if mine[k] != theirs[k])
+            diff = ", ".join(
+                f"{k} {theirs[k]!r} there, {mine[k]!r} now" for k in mine if mine[k] != theirs[k]
+            )
             raise SweepMismatchError(
                 f"holds rows of a sweep with other settings ({diff})",
                 where=str(p),
@@ -183,7 +185,9 @@ def _lock(fd: int, p: Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise OutputFileError(
-            "another sweep is writing this file", where=str(p), hint="wait for it, or choose another output file"
+            "another sweep is writing this file",
+            where=str(p),
+            hint="wait for it, or choose another output file",
         ) from None
 
 

@@ -1,7 +1,8 @@
 """The local engine: a pool of worker processes on this machine (one job at a time each).
 
-Workers are started with ``spawn`` (or ``forkserver``), never ``fork``: the parent may
-hold torch's threads, which a forked child would inherit locked. At most one task per
+Workers are forked by a ``forkserver`` (which imports streamplan once, so that a new
+worker starts in milliseconds) or started with ``spawn``; never forked from the parent,
+which may hold torch's threads (a forked child would inherit them locked). At most one task per
 worker is in flight, so when a worker dies (``BrokenProcessPool`` fails every task
 in flight) the culprit is one of those few. They all run again, one at a time on a
 fresh pool, and then a death can only be the task's own: it is recorded as failed
@@ -25,7 +26,30 @@ from streamplan.sweep.engine import CaptureGroup, EmitFn, died_twice
 from streamplan.sweep.rows import SweepRow
 from streamplan.sweep.spec import Job, SweepSettings
 
-START_METHODS = ("spawn", "forkserver")
+START_METHODS = ("forkserver", "spawn")
+# What a forkserver imports once, so that each worker it forks starts with them loaded:
+# the job's code and the solvers it imports lazily (seconds per process otherwise). torch
+# is left out: a process that imported it is not safe to fork.
+PRELOAD = (
+    "streamplan.sweep.worker",
+    "streamplan.app.analysis",
+    "streamplan.zoo.random_dag",
+    "streamplan.zoo.seed",
+    "ortools.sat.python.cp_model",
+    "scipy.sparse.csgraph",
+)
+
+
+def preload_modules() -> list[str]:
+    """``PRELOAD`` and the module of every registered policy."""
+    from streamplan.schedule.registry import POLICIES, policy_info
+
+    return [*PRELOAD, *dict.fromkeys(policy_info(p).path.partition(":")[0] for p in POLICIES)]
+
+
+def default_start_method() -> str:
+    """``forkserver`` where the platform has it (workers fork from a preloaded server), else ``spawn``."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 @dataclass(frozen=True)
@@ -43,15 +67,15 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, workers: int | None = None, *, start_method: str = "spawn"):
+    def __init__(self, workers: int | None = None, *, start_method: str | None = None):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ModelSpecError(f"workers must be an integer >= 1, got {workers!r}")
-        if start_method not in START_METHODS:
+        if start_method is not None and start_method not in START_METHODS:
             raise ModelSpecError(
                 f"unknown start method {start_method!r}", hint=f"use one of {', '.join(START_METHODS)}"
             )
         self.workers = workers or os.cpu_count() or 1
-        self.start_method = start_method
+        self.start_method = start_method or default_start_method()
 
     def run(
         self,
@@ -69,6 +93,8 @@ class _Run:
     def __init__(self, engine: LocalEngine, settings: SweepSettings, emit: EmitFn):
         self.workers = engine.workers
         self.context = multiprocessing.get_context(engine.start_method)
+        if engine.start_method == "forkserver":
+            self.context.set_forkserver_preload(preload_modules())
         self.settings = settings
         self.emit = emit
         self.queue: deque[_Task] = deque()

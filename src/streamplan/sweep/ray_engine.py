@@ -93,6 +93,8 @@ class RayEngine:
         if ray.is_initialized():
             return False
         local = self.address is None
+        if not local:
+            _check_reachable(self.address)
         try:
             ray.init(
                 address=self.address,
@@ -121,7 +123,27 @@ class RayEngine:
             try:
                 ray.get(captured, timeout=0)
             except ray.exceptions.RayError:
-                return SweepRow.failed(job, settings, died_twice(f"loading {job.model}"), attempts=RETRIES + 1)
+                return SweepRow.failed(
+                    job, settings, died_twice(f"loading {job.model}"), attempts=RETRIES + 1
+                )
             except Exception:  # not ready (cannot happen once the job ran): blame the job
                 pass
         return SweepRow.failed(job, settings, died_twice("running this job"), attempts=RETRIES + 1)
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a cluster address nothing answers at: Ray itself retries for minutes."""
+    import socket
+
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return  # "auto" and addresses Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise RayConnectError(
+            f"nothing answers at {hostport}: {e.strerror or e}",
+            where=address,
+            hint="check the address (ray://HOST:10001 or HOST:6379) and that the cluster is up",
+        ) from None

@@ -35,6 +35,10 @@ class SweepRow:
     attempts: int = 1
     elapsed_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.fields, FrozenDict):
+            object.__setattr__(self, "fields", _freeze(self.fields))
+
     @property
     def key(self) -> tuple[Any, ...]:
         return self.job.key()
@@ -96,7 +100,8 @@ class SweepRow:
         """A row read back from its JSON; something that is not a sweep row raises ``FileFormatError``."""
         if not isinstance(d, Mapping) or "model" not in d or "settings" not in d:
             raise FileFormatError(
-                "not a sweep row (a JSON object with the axes, the compare fields and 'settings')", where=where
+                "not a sweep row (a JSON object with the axes, the compare fields and 'settings')",
+                where=where,
             )
         try:
             job = Job.from_dict(d)
@@ -107,7 +112,7 @@ class SweepRow:
         return SweepRow(
             job=job,
             settings=settings,
-            fields=_freeze(fields),
+            fields=fields,
             graph=d.get("graph"),
             error=d.get("error"),
             attempts=int(d.get("attempts") or 1),
@@ -123,20 +128,23 @@ class SweepRow:
         return SweepRow(
             job=job,
             settings=settings,
-            fields=_freeze(strict(fields)),
+            fields=strict(fields),
             graph=graph,
             error=compare_row.get("error"),
             elapsed_s=elapsed_s,
         )
 
     @staticmethod
-    def failed(job: Job, settings: SweepSettings, error: str, *, attempts: int = 1, elapsed_s: float = 0.0) -> SweepRow:
+    def failed(
+        job: Job, settings: SweepSettings, error: str, *, attempts: int = 1, elapsed_s: float = 0.0
+    ) -> SweepRow:
         """A job that produced no figures: its compare fields are those of a failed compare row."""
         from streamplan.app.analysis import PolicyRow
 
         blank = PolicyRow(policy=job.policy, error=error).to_dict()
         fields = {k: v for k, v in blank.items() if k not in AXIS_NAMES and k != "error"}
-        return SweepRow(job, settings, _freeze(fields), None, error, attempts, elapsed_s)
+        return SweepRow(job, settings, fields, None, error, attempts, elapsed_s)
+
 
 def strict(o: Any) -> Any:
     """``o`` with non-finite floats as None, so that it is strict JSON."""

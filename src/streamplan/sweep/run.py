@@ -120,7 +120,9 @@ def run_sweep(
             try:
                 engine.run(group_jobs(todo), settings, emit, share_captures=share_captures)
             except KeyboardInterrupt:
-                raise SweepInterrupted(_result(jobs, have, counts["done"], skipped, t0, engine, output)) from None
+                raise SweepInterrupted(
+                    _result(jobs, have, counts["done"], skipped, t0, engine, output)
+                ) from None
     finally:
         if journal is not None:
             journal.close()
@@ -145,6 +147,7 @@ def _result(
         engine=engine.name,
         output=None if output is None else str(output),
     )
+
 
 def rows_by_key(rows: Sequence[SweepRow]) -> dict[tuple[Any, ...], SweepRow]:
     """``rows`` by their job's key (for comparing two sweeps)."""

@@ -87,7 +87,9 @@ class SweepSettings:
         unknown = sorted(set(d) - names)
         if unknown:
             raise ModelSpecError(
-                f"unknown sweep setting {unknown[0]!r}", where=where, hint=f"settings are {', '.join(sorted(names))}"
+                f"unknown sweep setting {unknown[0]!r}",
+                where=where,
+                hint=f"settings are {', '.join(sorted(names))}",
             )
         try:
             s = SweepSettings(**d)
@@ -96,7 +98,11 @@ class SweepSettings:
         for name in ("memory", "include_inputs", "include_params"):
             if not isinstance(getattr(s, name), bool):
                 raise ModelSpecError(f"setting {name!r} must be true or false", where=where)
-        if isinstance(s.time_limit_s, bool) or not isinstance(s.time_limit_s, (int, float)) or s.time_limit_s <= 0:
+        if (
+            isinstance(s.time_limit_s, bool)
+            or not isinstance(s.time_limit_s, (int, float))
+            or s.time_limit_s <= 0
+        ):
             raise ModelSpecError("setting 'time_limit_s' must be a number > 0", where=where)
         if isinstance(s.seed, bool) or not isinstance(s.seed, int):
             raise ModelSpecError("setting 'seed' must be an integer", where=where)
@@ -248,7 +254,9 @@ class SweepSpec:
     def jobs(self) -> list[Job]:
         """Every combination, models outermost (so jobs sharing a capture are adjacent)."""
         names = [a.name for a in AXES]
-        return [Job(**dict(zip(names, combo))) for combo in itertools.product(*(self.values[n] for n in names))]
+        return [
+            Job(**dict(zip(names, combo))) for combo in itertools.product(*(self.values[n] for n in names))
+        ]
 
     def __len__(self) -> int:
         n = 1

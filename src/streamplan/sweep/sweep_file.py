@@ -63,7 +63,9 @@ def _parse(p: Path) -> Any:
             import yaml
         except ImportError:
             raise MissingDependencyError(
-                "reading a YAML sweep file needs PyYAML", where=str(p), hint="pip install pyyaml, or write it as TOML"
+                "reading a YAML sweep file needs PyYAML",
+                where=str(p),
+                hint="pip install pyyaml, or write it as TOML",
             ) from None
         try:
             return yaml.safe_load(text)
