@@ -8,13 +8,7 @@ One module per group of commands; each registers its commands on ``app``.
 from __future__ import annotations
 
 # importing the command modules registers their commands, in the order --help lists them
-from streamplan.cli import (  # noqa: E402, F401, I001
-    graph_commands,
-    memory_commands,
-    run_commands,
-    schedule_commands,
-    sweep_commands,  # noqa: E402, F401, I001
-)
+from streamplan.cli import graph_commands, memory_commands, run_commands, schedule_commands  # noqa: E402, F401, I001
 from streamplan.cli.app import app
 from streamplan.cli.common import err, out
 
@@ -27,3 +21,6 @@ def main() -> None:
 
 
 __all__ = ["app", "main"]
+
+# registered after the others (it lists last in --help)
+from streamplan.cli import sweep_commands  # noqa: E402, F401
