@@ -61,6 +61,8 @@ def test_other_settings_or_other_files_are_refused(tmp_path):
     notes.write_text("hello\n")
     with pytest.raises(FileFormatError, match="line 1 is not JSON"):
         Journal.open(notes, S)
+    with pytest.raises(FileFormatError, match="line 1 is not JSON"):
+        Journal.open(notes, S, restart=True)  # not even to start again
     assert notes.read_text() == "hello\n"  # never touched
 
 

@@ -70,6 +70,15 @@ def test_a_sweep_file_gives_axes_and_settings(tmp_path):
     assert len(SweepSpec.of(**axes)) == 4
 
 
+def test_a_yaml_sweep_file_reads_like_toml(tmp_path):
+    pytest.importorskip("yaml")
+    path = tmp_path / "sweep.yaml"
+    path.write_text("models: [seed-example1, random:10]\ndevices: h100\nsettings: {include_params: true}\n")
+    axes, settings = load_sweep_file(path)
+    assert axes == {"model": ["seed-example1", "random:10"], "device": ["h100"]}
+    assert settings == SweepSettings(include_params=True)
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [

@@ -43,7 +43,8 @@ def summary_table(rows: Sequence[SweepRow], *, title: str = "sweep") -> Table:
     """One line per setting: its best policy by simulated latency, the speedup and memory cost."""
     extra = [n for n in ("dtype", "max_streams") if _varies(rows, n)]
     t = Table(title=f"{title}: best policy per model, batch and device", show_edge=False)
-    for col in ("model", "batch", *extra, "device", "best policy", "latency", "speedup"):
+    t.add_column("model", overflow="fold")
+    for col in ("batch", *extra, "device", "best policy", "latency", "speedup"):
         t.add_column(
             col, justify="right" if col in ("batch", "latency", "speedup", "max_streams") else "left"
         )

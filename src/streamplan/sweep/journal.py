@@ -57,9 +57,11 @@ class Journal:
             raise OutputFileError(f"cannot open: {e.strerror or e}", where=str(p)) from None
         try:
             _lock(fd, p)
-            data = b"" if restart else _read_all(fd)
-            rows, good_len = _parse(data, p)
+            data = _read_all(fd)
+            rows, good_len = _parse(data, p)  # even to restart: a file that is not a sweep's is refused
             torn = good_len < len(data)
+            if restart:
+                rows, good_len = {}, 0
             _check_settings(rows, settings, p)
             if restart or torn:
                 os.ftruncate(fd, good_len)
@@ -161,10 +163,12 @@ def _rewrite(fd: int, p: Path, rows: dict[tuple[Any, ...], SweepRow]) -> int:
     ).encode()
     tfd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
     try:
-        os.write(tfd, payload)
-        os.fsync(tfd)
-        os.fchmod(tfd, os.fstat(fd).st_mode & 0o777)
-        os.close(tfd)
+        try:
+            os.write(tfd, payload)
+            os.fsync(tfd)
+            os.fchmod(tfd, os.fstat(fd).st_mode & 0o777)
+        finally:
+            os.close(tfd)
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
