@@ -6,7 +6,8 @@ The default sweep is 120 rows: squeezenet and inception_v3 (torch captures) and 
 random:100 graphs, at batch 1 and 8, under six policies on v100 and h100. Each
 configuration runs in a fresh process, so its figure includes what a user pays:
 starting the workers (and Ray), importing torch where a worker captures, the captures
-and the jobs. ``--quick`` is a 36-row sweep for a smoke test.
+and the jobs. ``--quick`` is a 36-row sweep for a smoke test. Last, what starting a
+pool costs with forkserver and with spawned workers (medians of 3, fresh processes).
 """
 
 from __future__ import annotations
@@ -62,13 +63,46 @@ def one(engine: str, workers: int | None, share: bool, quick: bool) -> dict:
     }
 
 
+def startup(method: str) -> tuple[float, float]:
+    """Seconds to finish a one-row sweep in a fresh process, then a second one in the same
+    process (a new pool, as after a worker died or in a Python session's next sweep)."""
+    from streamplan.sweep import LocalEngine, SweepSpec, run_sweep
+
+    spec = SweepSpec.of(models="random:40:1", policies="ios")
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        run_sweep(spec, engine=LocalEngine(1, start_method=method))
+        times.append(time.perf_counter() - t0)
+    return times[0], times[1]
+
+
+def startup_table(repeats: int = 3) -> None:
+    """Pool starts: forkserver (preloaded) vs spawn, alternated in fresh processes."""
+    times: dict[str, list[tuple[float, float]]] = {"forkserver": [], "spawn": []}
+    for _ in range(repeats):
+        for method in times:
+            cmd = [sys.executable, __file__, "--startup-child", method]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            times[method].append(tuple(json.loads(out)))
+    print("\n| start method | first one-row sweep s | second one-row sweep s (new pool) |\n|---|---|---|")
+    for method, ts in times.items():
+        first = sorted(t[0] for t in ts)[len(ts) // 2]
+        second = sorted(t[1] for t in ts)[len(ts) // 2]
+        print(f"| {method} | {first:.2f} | {second:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=None, help="workers (default: one per core)")
     ap.add_argument("--quick", action="store_true", help="a 36-row sweep")
     ap.add_argument("--only", help="run only the configurations whose label contains this text")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--startup-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.startup_child:
+        print(json.dumps(startup(args.startup_child)))
+        return
     if args.child:
         engine, workers, share = args.child
         figures = one(engine, int(workers) or None, share == "1", args.quick)
@@ -93,6 +127,8 @@ def main() -> None:
             f"{rpm:.0f} | {f['job_s']:.1f} |",
             flush=True,
         )
+    if not args.only:
+        startup_table()
 
 
 if __name__ == "__main__":
