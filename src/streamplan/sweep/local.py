@@ -21,10 +21,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from streamplan.errors import ModelSpecError
-from streamplan.sweep import worker
 from streamplan.sweep.engine import CaptureGroup, EmitFn, died_twice
 from streamplan.sweep.rows import SweepRow
 from streamplan.sweep.spec import Job, SweepSettings
+from streamplan.sweep.worker import Capture, capture, init_worker, run_job
 
 START_METHODS = ("forkserver", "spawn")
 # What a forkserver imports once, so that each worker it forks starts with them loaded:
@@ -58,7 +58,7 @@ class _Task:
 
     group: CaptureGroup
     job: Job | None = None
-    shared: worker.Capture | None = None
+    shared: Capture | None = None
     attempt: int = 1  # 2: running again after its worker died
 
 
@@ -135,7 +135,7 @@ class _Run:
 
     def _pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=self.context, initializer=worker.init_worker
+            max_workers=self.workers, mp_context=self.context, initializer=init_worker
         )
 
     def _submit(self, pool: ProcessPoolExecutor) -> None:
@@ -148,12 +148,12 @@ class _Run:
 
     def _start(self, pool: ProcessPoolExecutor, task: _Task) -> None:
         if task.job is None:
-            fut = pool.submit(worker.capture, task.group.request)
+            fut = pool.submit(capture, task.group.request)
         else:
-            fut = pool.submit(worker.run_job, task.job, self.settings, task.shared)
+            fut = pool.submit(run_job, task.job, self.settings, task.shared)
         self.in_flight[fut] = task
 
-    def _finished(self, task: _Task, result: worker.Capture | SweepRow) -> None:
+    def _finished(self, task: _Task, result: Capture | SweepRow) -> None:
         if isinstance(result, SweepRow):
             self.emit(dataclasses.replace(result, attempts=task.attempt))
         elif result.error is not None:  # every job of a model that failed to load fails with it

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamplan.errors import MissingDependencyError, StreamplanError
-from streamplan.sweep import worker
 from streamplan.sweep.engine import CaptureGroup, EmitFn, died_twice
 from streamplan.sweep.rows import SweepRow
 from streamplan.sweep.spec import Job, SweepSettings
+from streamplan.sweep.worker import capture, run_job
 
 RETRIES = 1  # a task whose worker dies runs once more, then its row records the failure
 
@@ -65,8 +65,8 @@ class RayEngine:
         """Run every job of ``groups`` as Ray tasks, calling ``emit`` with each row as it finishes."""
         ray = import_ray()
         started = self._connect(ray)
-        capture_task = ray.remote(num_cpus=1, max_retries=RETRIES)(worker.capture)
-        job_task = ray.remote(num_cpus=1, max_retries=RETRIES)(worker.run_job)
+        capture_task = ray.remote(num_cpus=1, max_retries=RETRIES)(capture)
+        job_task = ray.remote(num_cpus=1, max_retries=RETRIES)(run_job)
         pending: dict[Any, tuple[Job, Any]] = {}  # job's ref -> (job, its capture's ref)
         try:
             for group in groups:
