@@ -134,9 +134,7 @@ class _Run:
             raise
 
     def _pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self.workers, mp_context=self.context, initializer=init_worker
-        )
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=init_worker)
 
     def _submit(self, pool: ProcessPoolExecutor) -> None:
         if self.suspects:  # alone, so that a death can only be the suspect's own
