@@ -63,3 +63,7 @@ class BudgetError(StreamplanError, ValueError):
 
 class ExecutionError(StreamplanError, RuntimeError):
     """An op failed while a schedule was being executed ("while executing %node")."""
+
+
+class MissingDependencyError(StreamplanError, ImportError):
+    """An optional package a feature needs is not installed (the hint says how to install it)."""

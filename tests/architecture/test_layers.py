@@ -21,6 +21,7 @@ LAYERS = [
     {"memory"},
     {"runtime"},
     {"app"},
+    {"sweep"},
     {"report"},
     {"cli"},
 ]

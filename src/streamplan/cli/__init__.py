@@ -21,3 +21,6 @@ def main() -> None:
 
 
 __all__ = ["app", "main"]
+
+# registered after the others (it lists last in --help)
+from streamplan.cli import sweep_commands  # noqa: E402, F401

@@ -13,7 +13,15 @@ import threading
 from collections.abc import Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from streamplan.progress import ProgressFn, no_progress
 
@@ -21,20 +29,22 @@ SHOW_AFTER_S = 0.5
 
 
 @contextlib.contextmanager
-def progress_display(console: Console, *, enabled: bool = True) -> Iterator[ProgressFn]:
-    """Yield a progress callback drawing on ``console`` (a no-op when not a terminal)."""
+def progress_display(console: Console, *, enabled: bool = True, eta: bool = False) -> Iterator[ProgressFn]:
+    """Yield a progress callback drawing on ``console`` (a no-op when not a terminal);
+    ``eta`` adds an estimate of the time left (for long counted work, such as a sweep)."""
     if not enabled or not (console.is_terminal or _forced()):
         yield no_progress
         return
-    bar = Progress(
+    columns: list[ProgressColumn] = [
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[count]}"),
         TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
+    ]
+    if eta:
+        columns.append(TimeRemainingColumn())
+    bar = Progress(*columns, console=console, transient=True)
     task = bar.add_task("starting", total=None, count="")
     lock = threading.Lock()
     state = {"started": False, "closed": False}

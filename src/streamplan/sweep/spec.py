@@ -1,0 +1,272 @@
+"""What a sweep asks: its axes (lists of values), the jobs they make, and the fixed settings.
+
+A ``Job`` is one combination of axis values, a frozen dataclass whose fields are the
+axes in ``AXES`` order; its ``key()`` names its row in the output, so a resumed sweep
+knows which rows it already has. A new axis is a new ``Job`` field (with a default, so
+old rows still read), an ``Axis`` entry saying how its values are written, and, where
+it decides the graph or the scheduling context, a line in ``request()`` or ``context()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamplan.errors import ModelSpecError
+from streamplan.ir.frozen import FrozenDict
+from streamplan.models import DTYPES, ModelRequest
+from streamplan.schedule.context import ScheduleContext
+
+
+@dataclass(frozen=True)
+class Job:
+    """One combination of axis values: one row of the sweep."""
+
+    model: str
+    batch: int | None = None  # None: the model's own example batch
+    dtype: str = "float32"
+    device: str = "v100"
+    max_streams: int = 8
+    policy: str = "sequential"
+
+    def key(self) -> tuple[Any, ...]:
+        """The row's identity in the output: the axis values, in ``AXES`` order."""
+        return tuple(getattr(self, a.name) for a in AXES)
+
+    def request(self) -> ModelRequest:
+        """Which graph the job analyses; jobs with equal requests share one capture."""
+        return ModelRequest(self.model, batch=self.batch, dtype=self.dtype)
+
+    def context(self, settings: SweepSettings) -> ScheduleContext:
+        """The scheduling context of the job (no progress: it runs in a worker)."""
+        from streamplan.app.context import make_context
+
+        return make_context(
+            device=self.device,
+            max_streams=self.max_streams,
+            time_limit_s=settings.time_limit_s,
+            seed=settings.seed,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {a.name: getattr(self, a.name) for a in AXES}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Job:
+        """The job a row was written for (axes a row lacks take their defaults)."""
+        return Job(**{a.name: d[a.name] for a in AXES if a.name in d})
+
+    def describe(self) -> str:
+        batch = "default batch" if self.batch is None else f"batch {self.batch}"
+        return f"{self.model} ({batch}, {self.dtype}) / {self.policy} on {self.device}, {self.max_streams} streams"
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What every job of a sweep shares (not axes): which memory figures, search limits.
+
+    Rows record them; a sweep resumed with other settings is refused, since its rows
+    would not be comparable with those already written.
+    """
+
+    memory: bool = True
+    include_inputs: bool = False
+    include_params: bool = False
+    time_limit_s: float = 10.0
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any], *, where: str = "settings") -> SweepSettings:
+        names = {f.name for f in dataclasses.fields(SweepSettings)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ModelSpecError(
+                f"unknown sweep setting {unknown[0]!r}",
+                where=where,
+                hint=f"settings are {', '.join(sorted(names))}",
+            )
+        try:
+            s = SweepSettings(**d)
+        except TypeError as e:
+            raise ModelSpecError(f"bad sweep settings: {e}", where=where) from None
+        for name in ("memory", "include_inputs", "include_params"):
+            if not isinstance(getattr(s, name), bool):
+                raise ModelSpecError(f"setting {name!r} must be true or false", where=where)
+        if (
+            isinstance(s.time_limit_s, bool)
+            or not isinstance(s.time_limit_s, (int, float))
+            or s.time_limit_s <= 0
+        ):
+            raise ModelSpecError("setting 'time_limit_s' must be a number > 0", where=where)
+        if isinstance(s.seed, bool) or not isinstance(s.seed, int):
+            raise ModelSpecError("setting 'seed' must be an integer", where=where)
+        return s
+
+
+def _text(name: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        if not isinstance(v, str) or not v.strip():
+            raise ModelSpecError(f"{name} must be a non-empty name, got {v!r}")
+        return v.strip()
+
+    return parse
+
+
+def _positive_int(name: str) -> Callable[[Any], int]:
+    def parse(v: Any) -> int:
+        try:
+            n = int(v) if isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) else None
+        except ValueError:
+            n = None
+        if n is None or n < 1:
+            raise ModelSpecError(f"{name} must be an integer >= 1, got {v!r}")
+        return n
+
+    return parse
+
+
+def _batch(v: Any) -> int | None:
+    if isinstance(v, str) and v.strip() == "default":
+        return None
+    return _positive_int("a batch size")(v)
+
+
+def _dtype(v: Any) -> str:
+    if v not in DTYPES:
+        raise ModelSpecError(f"unsupported dtype {v!r}", hint=f"use one of {', '.join(DTYPES)}")
+    return v
+
+
+def _device(v: Any) -> str:
+    from streamplan.cost.devices import get_device
+
+    name = _text("a device")(v).lower()
+    get_device(name)  # raises naming the profiles
+    return name
+
+
+def _policy(v: Any) -> str:
+    from streamplan.schedule.registry import policy_info
+
+    name = _text("a policy")(v)
+    policy_info(name)  # raises naming the policies
+    return name
+
+
+def _model(v: Any) -> str:
+    spec = _text("a model")(v)
+    check_model_spec(spec)
+    return spec
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis: the ``Job`` field it sets, its plural (the sweep file's key), how one
+    written value becomes a value, and the values a sweep that does not name it takes."""
+
+    name: str
+    plural: str
+    parse: Callable[[Any], Any] = field(compare=False)
+    default: tuple[Any, ...] | None  # None: the axis must be given
+
+
+AXES: tuple[Axis, ...] = (
+    Axis("model", "models", _model, None),
+    Axis("batch", "batches", _batch, (None,)),
+    Axis("dtype", "dtypes", _dtype, ("float32",)),
+    Axis("device", "devices", _device, ("v100",)),
+    Axis("max_streams", "max_streams", _positive_int("max_streams"), (8,)),
+    Axis("policy", "policies", _policy, ("sequential", "asap", "ios")),
+)
+AXIS_NAMES: tuple[str, ...] = tuple(a.name for a in AXES)
+
+
+def axis(name: str) -> Axis:
+    """The axis called ``name`` (singular or plural)."""
+    for a in AXES:
+        if name in (a.name, a.plural):
+            return a
+    raise ModelSpecError(f"unknown sweep axis {name!r}", hint=f"axes are {', '.join(a.plural for a in AXES)}")
+
+
+def check_model_spec(spec: str) -> None:
+    """Reject a model spec that cannot load, cheaply (no capture): an unknown zoo name, a bad
+    ``random:`` spec, a missing file. A sweep checks every model before its first job."""
+    from pathlib import Path
+
+    if spec.startswith("random:"):
+        from streamplan.zoo.random_dag import parse_spec
+
+        parse_spec(spec)
+    elif spec.endswith(".json") or ".py:" in spec:
+        path = spec.rpartition(":")[0] if ".py:" in spec else spec
+        if not Path(path).is_file():
+            raise ModelSpecError(f"file {path!r} does not exist", where=spec)
+    else:
+        from streamplan.zoo.registry import get_model
+
+        get_model(spec)
+
+
+def split_values(texts: Iterable[str]) -> list[str]:
+    """Comma-separated values from one or more texts, blanks dropped."""
+    return [p.strip() for t in texts for p in str(t).split(",") if p.strip()]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The values of every axis (in ``AXES`` order); ``jobs()`` is their product."""
+
+    values: Mapping[str, tuple[Any, ...]]
+
+    @staticmethod
+    def of(**axes: Sequence[Any] | str | Any) -> SweepSpec:
+        """A spec from axis values by name (singular or plural): lists, or comma-separated text.
+
+        ``SweepSpec.of(models="inception_v3,randwire", batches=[1, 8], policies=["asap"])``;
+        axes not named take their defaults. Every value is checked here.
+        """
+        given: dict[str, tuple[Any, ...]] = {}
+        for name, raw in axes.items():
+            a = axis(name)
+            if a.name in given:
+                raise ModelSpecError(f"axis {a.plural!r} given twice")
+            items = split_values([raw]) if isinstance(raw, str) else list(raw if _is_list(raw) else [raw])
+            if not items:
+                raise ModelSpecError(f"no {a.plural} given")
+            given[a.name] = tuple(dict.fromkeys(a.parse(v) for v in items))
+        values = {}
+        for a in AXES:
+            if a.name in given:
+                values[a.name] = given[a.name]
+            elif a.default is None:
+                raise ModelSpecError(f"a sweep needs {a.plural}", hint=f"name at least one of its {a.plural}")
+            else:
+                values[a.name] = a.default
+        return SweepSpec(FrozenDict(values))
+
+    def jobs(self) -> list[Job]:
+        """Every combination, models outermost (so jobs sharing a capture are adjacent)."""
+        names = [a.name for a in AXES]
+        return [
+            Job(**dict(zip(names, combo))) for combo in itertools.product(*(self.values[n] for n in names))
+        ]
+
+    def __len__(self) -> int:
+        n = 1
+        for v in self.values.values():
+            n *= len(v)
+        return n
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        return {a.plural: list(self.values[a.name]) for a in AXES}
+
+
+def _is_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple, set, frozenset))
