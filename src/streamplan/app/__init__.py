@@ -2,7 +2,8 @@
 
 Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
-(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``). ``make_context``
+(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``), ``codegen_policy``
+(``codegen``). ``make_context``
 builds the ``ScheduleContext`` they take from a device profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
@@ -17,6 +18,7 @@ from streamplan.app.analysis import (
     run_policy,
     run_schedule,
 )
+from streamplan.app.codegen import GeneratedModule, codegen_policy, codegen_run
 from streamplan.app.context import MeasuredCoverage, cost_model, make_context
 from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy, explain_run
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
@@ -24,6 +26,7 @@ from streamplan.app.run import RunReport, profile_for, run_model
 
 __all__ = [
     "ExplainResult",
+    "GeneratedModule",
     "MeasuredCoverage",
     "MemoryAnalysis",
     "MemoryCurve",
@@ -33,6 +36,8 @@ __all__ = [
     "RunReport",
     "SimulatedNote",
     "analyze_run_memory",
+    "codegen_policy",
+    "codegen_run",
     "compare_policies",
     "cost_model",
     "explain_policy",
