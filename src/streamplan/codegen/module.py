@@ -235,7 +235,7 @@ def _class(
         + ")",
         "",
         "    def load_weights(self, model: torch.nn.Module | dict[str, torch.Tensor]) -> None:",
-        '        """Copy the weights the graph reads from the original model (or a state_dict)."""',
+        '        """Copy the weights the graph reads from the model (or a state_dict)."""',
         "        if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too",
         "            model = {**dict(model.named_buffers()), **model.state_dict()}",
         "        missing = self.tensors.load_state_dict(model, strict=False).missing_keys",
