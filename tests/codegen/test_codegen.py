@@ -199,3 +199,21 @@ def test_module_runs_under_torch_compile(tmp_path) -> None:
     with torch.no_grad():
         ok, _, _ = compare_outputs(_flat_tensors(compiled(*inputs)), _flat_tensors(module(*inputs)))
     assert ok
+
+
+def test_onnx_model_module_matches_onnxruntime(tmp_path) -> None:
+    pytest.importorskip("onnxruntime")
+    from helpers.onnx_models import exported
+    from streamplan.runtime.onnx_reference import onnx_run_inputs
+
+    graph = load_model(str(exported("nasnet_a", fold=True)[0]))  # pads, slices, folded constants
+    model = generated_class(
+        import_source(generate_module(graph, make_schedule(graph, "asap", CTX)), tmp_path)
+    )()
+    inputs, weights, reference = onnx_run_inputs(graph)
+    model.load_weights(
+        {graph.param_names[v]: t for v, t in weights.items() if graph.values[v].kind != "constant"}
+    )
+    with torch.no_grad():
+        ok, max_abs, _ = compare_outputs(_flat_tensors(model(*inputs)), reference)
+    assert ok, max_abs

@@ -6,10 +6,13 @@ import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import (
+    DEFAULT_POLICIES,
     BatchOpt,
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
+    IncludeInputsOpt,
+    IncludeParamsOpt,
     JsonOpt,
     ModelArg,
     PolicyOpt,
@@ -19,6 +22,7 @@ from streamplan.cli.common import (
     err,
     load_graph,
     out,
+    parse_policies,
     write_file,
 )
 from streamplan.cli.progress import progress_display
@@ -68,3 +72,48 @@ def codegen(
         )
     else:
         out.file.write(result.source)
+
+
+@app.command()
+def report(
+    model: str = ModelArg,
+    policies: list[str] | None = typer.Option(
+        None, "--policies", help=f"comma-separated; default {DEFAULT_POLICIES}"
+    ),
+    output: str = typer.Option(..., "-o", "--output", help="HTML file to write"),
+    device: str = DeviceOpt,
+    max_streams: int = StreamsOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    include_inputs: bool = IncludeInputsOpt,
+    include_params: bool = IncludeParamsOpt,
+    force: bool = ForceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Write one self-contained HTML page: policy table, memory over time, stream timelines, explanations."""
+    from streamplan.app.analysis import MemoryOptions
+    from streamplan.app.context import make_context
+    from streamplan.app.report import report_model
+    from streamplan.report.html import plotly_js, render_html
+
+    check_file(output, force=force, protected=(model,))
+    plotly_js()  # a missing plotly fails now, before any work
+    names = parse_policies(policies)
+    with progress_display(err) as progress:
+        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        g = load_graph(model, batch, dtype, progress)
+        result = report_model(
+            g, names, ctx, model=model, includes=MemoryOptions(include_inputs, include_params)
+        )
+        progress("writing the page", None, None)
+        page = render_html(result)
+    write_file(output, page, force=force, protected=(model,))
+    if as_json:
+        emit_json({**result.to_dict(), "output": output})
+        return
+    failed = [p.policy for p in result.policies if p.row.error]
+    err.print(
+        f"wrote {output}: {len(result.policies) - len(failed)} policies on {result.device}"
+        + (f" ({', '.join(failed)} failed)" if failed else ""),
+        markup=False,
+    )
