@@ -217,3 +217,22 @@ def test_onnx_model_module_matches_onnxruntime(tmp_path) -> None:
     with torch.no_grad():
         ok, max_abs, _ = compare_outputs(_flat_tensors(model(*inputs)), reference)
     assert ok, max_abs
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run(tmp_path, capsys, monkeypatch) -> None:
+    """bench/gpu_codegen.py must not first fail on a lent GPU: its CPU dry run goes end to end."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu_codegen.py"
+    spec = importlib.util.spec_from_file_location("gpu_codegen", script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_codegen", module)
+    spec.loader.exec_module(module)
+    out = tmp_path / "gc.json"
+    assert module.main(["--dry-run", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["policy"] for r in rows] == ["sequential", "nimble"] and all(r["matches_eager"] for r in rows)
+    assert "generated modules (codegen) on cpu" in capsys.readouterr().out
