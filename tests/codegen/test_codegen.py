@@ -211,9 +211,8 @@ def test_onnx_model_module_matches_onnxruntime(tmp_path) -> None:
         import_source(generate_module(graph, make_schedule(graph, "asap", CTX)), tmp_path)
     )()
     inputs, weights, reference = onnx_run_inputs(graph)
-    model.load_weights(
-        {graph.param_names[v]: t for v, t in weights.items() if graph.values[v].kind != "constant"}
-    )
+    embedded = graph.meta.get("constant_values", {})  # written into the module's CONSTANTS
+    model.load_weights({graph.param_names[v]: t for v, t in weights.items() if v not in embedded})
     with torch.no_grad():
         ok, max_abs, _ = compare_outputs(_flat_tensors(model(*inputs)), reference)
     assert ok, max_abs

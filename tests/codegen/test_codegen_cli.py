@@ -34,10 +34,14 @@ def test_codegen_of_a_saved_schedule(tmp_path) -> None:
     r = sp("codegen", "seed-example2", "--schedule", str(schedule), "-o", str(tmp_path / "w.py"))
     assert r.returncode == 0, r.stderr
     assert "under the wavefront schedule" in (tmp_path / "w.py").read_text()
-    assert_user_error(sp("codegen", "seed-example2", "--schedule", str(schedule), "-o", str(schedule)), "input")
+    assert_user_error(
+        sp("codegen", "seed-example2", "--schedule", str(schedule), "-o", str(schedule)), "input"
+    )
 
 
 def test_codegen_bad_input() -> None:
-    assert_user_error(sp("codegen", "seed-example2", "--class-name", "not a name"), "cannot name a Python class")
+    assert_user_error(
+        sp("codegen", "seed-example2", "--class-name", "not a name"), "cannot name a Python class"
+    )
     assert_user_error(sp("codegen", "seed-example2", "--policy", "fastest"), "unknown policy")
     assert_user_error(sp("codegen", "no_such_model"), "unknown model")

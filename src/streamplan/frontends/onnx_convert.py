@@ -167,6 +167,8 @@ class Converter:
         if name not in self.known:
             self.fail(f"tensor {name!r} with no producer", "the model is malformed")
         value = np.asarray(self.known[name])
+        if value.dtype.kind != "f":
+            kind = "buffer"  # integer and boolean state (indices, masks) is not a trainable weight
         if name not in self.initializers:
             kind = "constant"
             if value.size > FOLD_LIMIT:
