@@ -16,27 +16,14 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from streamplan.errors import UnsupportedError
 from streamplan.frontends.aliasing import base_name, bind_arguments, op_aliasing
 from streamplan.frontends.argcodec import encode, iter_tensor_refs
 from streamplan.frontends.flops import node_flops
-from streamplan.frontends.onnx_import import Problems
+from streamplan.frontends.onnx_ops import FOLD_LIMIT, ONNX_DTYPES, OPS
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.ir.verify import verify
-
-ONNX_DTYPES = {
-    1: "float32",
-    2: "uint8",
-    3: "int8",
-    5: "int16",
-    6: "int32",
-    7: "int64",
-    9: "bool",
-    10: "float16",
-    11: "float64",
-    16: "bfloat16",
-}
-FOLD_LIMIT = 65536  # constants up to this many elements are folded and kept in the graph
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +31,33 @@ class T:
     """A tensor operand of an emitted ATen call: the IR value id."""
 
     vid: str
+
+
+class Problems:
+    """Every unsupported construct met, grouped, raised as one error at the end."""
+
+    def __init__(self, model: str):
+        self.model = model
+        self.items: dict[str, tuple[list[str], str]] = {}
+
+    def add(self, what: str, where: str, todo: str) -> None:
+        nodes, _ = self.items.setdefault(what, ([], todo))
+        if where not in nodes:
+            nodes.append(where)
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        lines = []
+        for what, (nodes, todo) in self.items.items():
+            shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+            lines.append(f"  - {what} (at {shown}): {todo}")
+        count = len(self.items)
+        raise UnsupportedError(
+            f"cannot import: {count} unsupported construct{'s' if count > 1 else ''}\n" + "\n".join(lines),
+            where=self.model,
+            hint="fix or replace each construct listed above (or re-export the model), then load it again",
+        )
 
 
 class Converter:
@@ -84,8 +98,6 @@ class Converter:
             if vid is not None:
                 self.vid[inp.name] = vid
                 inputs.append(vid)
-        from streamplan.frontends.onnx_ops import OPS
-
         for node in g.node:
             self.node = node
             where = node.name or node.op_type

@@ -24,7 +24,9 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from streamplan.errors import FileFormatError, ModelSpecError, UnsupportedError
+from streamplan.errors import FileFormatError, ModelSpecError
+from streamplan.frontends.onnx_convert import Converter, Problems
+from streamplan.frontends.onnx_ops import OPS
 from streamplan.ir.graph import Graph
 
 CONTROL_FLOW = {"If", "Loop", "Scan", "SequenceMap"}
@@ -40,33 +42,6 @@ def require_onnx() -> Any:
             "reading .onnx models needs the optional package 'onnx'", hint=INSTALL_HINT
         ) from None
     return onnx
-
-
-class Problems:
-    """Every unsupported construct met, grouped, raised as one error at the end."""
-
-    def __init__(self, model: str):
-        self.model = model
-        self.items: dict[str, tuple[list[str], str]] = {}
-
-    def add(self, what: str, where: str, todo: str) -> None:
-        nodes, _ = self.items.setdefault(what, ([], todo))
-        if where not in nodes:
-            nodes.append(where)
-
-    def raise_if_any(self) -> None:
-        if not self.items:
-            return
-        lines = []
-        for what, (nodes, todo) in self.items.items():
-            shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-            lines.append(f"  - {what} (at {shown}): {todo}")
-        count = len(self.items)
-        raise UnsupportedError(
-            f"cannot import: {count} unsupported construct{'s' if count > 1 else ''}\n" + "\n".join(lines),
-            where=self.model,
-            hint="fix or replace each construct listed above (or re-export the model), then load it again",
-        )
 
 
 def load_onnx(path: str | Path, *, batch: int | None = None, dtype: str | None = None) -> Graph:
@@ -90,8 +65,6 @@ def load_onnx(path: str | Path, *, batch: int | None = None, dtype: str | None =
         )
     except Exception as e:
         raise FileFormatError(f"ONNX shape inference failed: {e}", where=str(p)) from None
-    from streamplan.frontends.onnx_convert import Converter
-
     graph = Converter(inferred, name, problems).run()
     floats = [
         graph.values[v].dtype for v in (*graph.inputs, *graph.params) if "float" in graph.values[v].dtype
@@ -109,8 +82,6 @@ def load_onnx(path: str | Path, *, batch: int | None = None, dtype: str | None =
 def _check_structure(model: Any, problems: Problems) -> None:
     """Control flow, ops outside the default domain and ops with no ATen mapping (unless they
     only compute constants, which are folded), listed before anything is converted."""
-    from streamplan.frontends.onnx_ops import OPS
-
     known = {i.name for i in model.graph.initializer}
     for node in model.graph.node:
         where = node.name or node.op_type

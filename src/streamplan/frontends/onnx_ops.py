@@ -15,6 +15,20 @@ from typing import Any
 
 import numpy as np
 
+ONNX_DTYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+    16: "bfloat16",
+}
+FOLD_LIMIT = 65536  # constants up to this many elements are folded and kept in the graph
+
 OpFn = Callable[[Any, Any], None]
 OPS: dict[str, OpFn] = {}
 
@@ -334,8 +348,6 @@ def _pad(cv, node) -> None:
 
 @op("Cast")
 def _cast(cv, node) -> None:
-    from streamplan.frontends.onnx_convert import ONNX_DTYPES
-
     to = ONNX_DTYPES.get(int(cv.attr("to")))
     if to is None:
         cv.fail(f"Cast to ONNX type {cv.attr('to')}", "cast to a standard dtype")

@@ -25,12 +25,12 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": False}
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px;
-       color: #222; padding: 0 1rem; }
+       color: #222222; padding: 0 1rem; }
 h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
-.summary { color: #555; } .note { color: #666; font-size: 0.9rem; }
+.summary { color: #555555; } .note { color: #666666; font-size: 0.9rem; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
 th, td { padding: 0.3rem 0.7rem; text-align: right; border-bottom: 1px solid #eee; }
-th:first-child, td:first-child { text-align: left; } thead th { border-bottom: 2px solid #999; }
+th:first-child, td:first-child { text-align: left; } thead th { border-bottom: 2px solid #999999; }
 td.error { color: #b00; text-align: left; }
 pre { background: #f7f7f7; padding: 0.8rem; overflow-x: auto; font-size: 0.85rem; }
 .chart { width: 100%; }
