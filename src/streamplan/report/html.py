@@ -46,7 +46,7 @@ def plotly_js() -> str:
             "the HTML report needs the optional package 'plotly'",
             hint="pip install plotly  (or: pip install 'streamplan[report]')",
         ) from None
-    return get_plotlyjs()
+    return get_plotlyjs().replace("</script", "<\\/script")  # must not end its own element
 
 
 def render_html(report: ModelReport) -> str:
