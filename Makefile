@@ -16,8 +16,9 @@ $(STAMP): pyproject.toml requirements-dev.txt
 demo: $(STAMP)
 	$(VENV)/bin/streamplan demo
 
+# -rs prints why each skipped test was skipped (e.g. no browser for the report's tests)
 test: $(STAMP)
-	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) -m pytest -n 2 --dist loadfile
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) -m pytest -n 2 --dist loadfile -rs
 
 # The figures in BENCHMARKS.md (several minutes on 2 cores; GPU validation is separate:
 # bench/gpu_validate.py on a machine with CUDA).

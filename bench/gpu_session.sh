@@ -3,7 +3,8 @@
 #   run(command="bash bench/gpu_session.sh", timeout_s=600)
 # The device image has python3 with torch, transformers, pytest and hypothesis but not this
 # package: it runs from src/ on PYTHONPATH (nothing to install). Results land in $OUT:
-#   versions.txt, cuda_tests.log, gpu_validate.log, gpu_validate.json, measured_<gpu>.json
+#   versions.txt, cuda_tests.log, gpu_codegen.log, gpu_codegen.json, gpu_validate.log,
+#   gpu_validate.json, measured_<gpu>.json
 # Then: put the table from gpu_validate.log in BENCHMARKS.md (date, GPU, this command) and
 # `streamplan memory MODEL --device h100 --measured measured_h100.json` uses the table.
 set -uo pipefail
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 OUT="${OUT:-/tmp/streamplan_gpu}"
 mkdir -p "$OUT"
-BUDGET_S="${BUDGET_S:-420}"
+BUDGET_S="${BUDGET_S:-360}"
 
 python3 - <<'PY' 2>&1 | tee "$OUT/versions.txt"
 import sys, torch
@@ -23,6 +24,11 @@ PY
 timeout 120 python3 -m pytest -q -p no:cacheprovider \
     tests/runtime/test_cuda_host.py tests/runtime/test_launch_log.py -k "real_cuda or sound" \
     2>&1 | tee "$OUT/cuda_tests.log"
+
+# generated modules (streamplan codegen) on CUDA streams: outputs vs eager, max_memory_allocated
+# vs the prediction in their header
+timeout 150 python3 bench/gpu_codegen.py --budget-s 100 --out "$OUT/gpu_codegen.json" \
+    2>&1 | tee "$OUT/gpu_codegen.log"
 
 gpu=$(python3 -c "from streamplan.app.run import profile_for as p; print(p(\"cuda\"))")
 timeout $((BUDGET_S + 120)) python3 bench/gpu_validate.py --budget-s "$BUDGET_S" \

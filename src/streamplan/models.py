@@ -1,4 +1,5 @@
-"""Resolve a model spec — zoo name, ``random:N[:seed]``, graph JSON, or ``file.py:function`` — to a Graph."""
+"""Resolve a model spec — zoo name, ``random:N[:seed]``, graph JSON, ``file.py:function`` or
+``model.onnx`` — to a Graph."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 class ModelRequest:
     """Everything that decides which graph a model spec becomes (what a command was asked for).
 
-    ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json`` or ``file.py:function``;
+    ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function`` or ``.onnx``;
     ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model.
     Every field changes the graph, so the request is also what a cache of captures is keyed by.
     """
@@ -56,6 +57,10 @@ def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None)
         return verify(load(spec))
     if ".py:" in spec:
         return _load_python_spec(spec, batch=batch, dtype=dtype)
+    if spec.endswith(".onnx"):
+        from streamplan.frontends.onnx_import import load_onnx
+
+        return load_onnx(spec, batch=batch, dtype=dtype)
     from streamplan.zoo.registry import get_model
 
     entry = get_model(spec)

@@ -20,6 +20,7 @@ LAYERS = [
     {"schedule"},
     {"memory"},
     {"runtime"},
+    {"codegen"},
     {"app"},
     {"sweep"},
     {"report"},

@@ -2,7 +2,8 @@
 
 Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
-(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``). ``make_context``
+(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``), ``codegen_policy``
+(``codegen``), ``report_model`` (``report``). ``make_context``
 builds the ``ScheduleContext`` they take from a device profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
@@ -17,22 +18,29 @@ from streamplan.app.analysis import (
     run_policy,
     run_schedule,
 )
+from streamplan.app.codegen import GeneratedModule, codegen_policy, codegen_run
 from streamplan.app.context import MeasuredCoverage, cost_model, make_context
 from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy, explain_run
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
+from streamplan.app.report import ModelReport, PolicyReport, report_model
 from streamplan.app.run import RunReport, profile_for, run_model
 
 __all__ = [
     "ExplainResult",
+    "GeneratedModule",
     "MeasuredCoverage",
     "MemoryAnalysis",
     "MemoryCurve",
     "MemoryOptions",
+    "ModelReport",
+    "PolicyReport",
     "PolicyRow",
     "PolicyRun",
     "RunReport",
     "SimulatedNote",
     "analyze_run_memory",
+    "codegen_policy",
+    "codegen_run",
     "compare_policies",
     "cost_model",
     "explain_policy",
@@ -40,6 +48,7 @@ __all__ = [
     "make_context",
     "memory_curves",
     "profile_for",
+    "report_model",
     "run_model",
     "run_policy",
     "run_schedule",

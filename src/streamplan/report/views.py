@@ -49,7 +49,7 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
     lines = [
         f"{r.graph.name} / {cmp.policy} on {target}{' with chaos delays' if r.chaos else ''}: "
         f"{r.schedule.num_streams} streams, {r.schedule.num_events} events",
-        f"  outputs match eager: {ok} (max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})",
+        f"  outputs match {getattr(cmp, 'reference', 'eager')}: {ok} (max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})",
     ]
     rel_ms, rel_b = r.latency_relative_error, r.peak_relative_error
     lines.append(

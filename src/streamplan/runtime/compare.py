@@ -57,6 +57,7 @@ class Comparison:
     predicted_peak_bytes: int | None = None
     predicted_ms: float | None = None
     op_memory: MeasuredOpMemory | None = None
+    reference: str = "eager"  # what the outputs were compared with (onnxruntime for ONNX models)
 
     @property
     def measured_ms(self) -> float:
@@ -81,6 +82,7 @@ class Comparison:
             "num_streams": self.schedule.num_streams,
             "num_events": self.schedule.num_events,
             "matches_eager": self.matches_eager,
+            "reference": self.reference,
             "max_abs_error": self.max_abs_error,
             "max_rel_error": self.max_rel_error,
             "measured_ms": self.result.measured_ms,
@@ -97,7 +99,7 @@ class Comparison:
     def __str__(self) -> str:
         verdict = "match" if self.matches_eager else "DIFFER from"
         return (
-            f"{self.model} {self.policy} on {self.device}: outputs {verdict} eager "
+            f"{self.model} {self.policy} on {self.device}: outputs {verdict} {self.reference} "
             f"(max abs err {self.max_abs_error:.3g}, rel {self.max_rel_error:.3g}); {self.result}"
         )
 
@@ -164,6 +166,7 @@ def run_and_compare(
     else:
         verify_schedule(graph, schedule)
         policy = schedule.policy
+    reference = "eager"
     if module is not None:
         if device != "cpu":
             module = module.to(device)
@@ -172,6 +175,11 @@ def run_and_compare(
         env_inputs: Any = list(inputs)
         with torch.no_grad():
             ref = _flat_tensors(module(*inputs))
+    elif graph.meta.get("source") == "onnx":  # the file's weights; onnxruntime is the reference
+        from streamplan.runtime.onnx_reference import onnx_run_inputs
+
+        env_inputs, params, ref = onnx_run_inputs(graph, seed)
+        reference = "onnxruntime"
     else:
         params = None
         env_inputs = None
@@ -209,6 +217,7 @@ def run_and_compare(
         schedule=schedule,
         graph=graph,
         op_memory=op_memory,
+        reference=reference,
     )
 
 

@@ -1,0 +1,57 @@
+"""The README's picture of the HTML report: write a report, open it in headless Chromium, screenshot it.
+
+    python bench/report_screenshot.py                       # inception_v3, docs/report.png
+    python bench/report_screenshot.py --model squeezenet --out /tmp/r.png
+
+Needs plotly, playwright and Debian's chromium (as the report's browser tests do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="inception_v3")
+    ap.add_argument("--policies", default="sequential,asap,ios")
+    ap.add_argument("--device", default="v100")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "report.png"))
+    ap.add_argument("--height", type=int, default=1500, help="pixels of the page's top to keep")
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    args = ap.parse_args(argv)
+
+    from playwright.sync_api import sync_playwright
+
+    from streamplan.app.context import make_context
+    from streamplan.app.report import report_model
+    from streamplan.models import load_model
+    from streamplan.report.html import render_html
+
+    graph = load_model(args.model)
+    report = report_model(graph, args.policies.split(","), make_context(device=args.device, max_streams=4))
+    with tempfile.TemporaryDirectory() as tmp:
+        page_path = Path(tmp) / "report.html"
+        page_path.write_text(render_html(report))
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=args.chromium, args=ARGS)
+            page = browser.new_page(viewport={"width": 1200, "height": args.height})
+            page.goto(page_path.as_uri())
+            page.wait_for_function(
+                "Array.from(document.querySelectorAll('.chart')).every(d => d.querySelector('.main-svg'))"
+            )
+            page.locator("#timelines").scroll_into_view_if_needed()
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=args.out, clip={"x": 0, "y": 0, "width": 1200, "height": args.height})
+            browser.close()
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""Everything the HTML report shows about a model, as typed data (the ``report`` command).
+
+One ``PolicyReport`` per policy: its row of the comparison table, the memory curves
+(host order over launches, simulated over time), the stream timeline with each op's
+details, and its peaks explained against the baseline. ``report/html.py`` renders a
+``ModelReport``; more sections (a memory/latency Pareto front, training-step figures)
+go in as new fields here and new sections there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streamplan.app.analysis import MemoryOptions, PolicyRow, PolicyRun, run_policy
+from streamplan.app.explain import ExplainResult, explain_run
+from streamplan.errors import StreamplanError
+from streamplan.ir.graph import Graph
+from streamplan.memory.report import MemoryReport, analyze_memory
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
+from streamplan.schedule.registry import BASELINE_POLICY
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineOp:
+    """One op on the simulated timeline, with what a reader hovers for."""
+
+    op: str
+    kind: str  # the ATen op, e.g. "aten.conv2d.default"
+    stream: int
+    launch_ms: float
+    start_ms: float
+    end_ms: float
+    output_bytes: int  # new storage the op creates (views and in-place writes: 0)
+    flops: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "kind": self.kind,
+            "stream": self.stream,
+            "launch_ms": self.launch_ms,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "output_bytes": self.output_bytes,
+            "flops": self.flops,
+        }
+
+
+@dataclass(frozen=True)
+class PolicyReport:
+    """One policy in the report: its table row, memory curves, timeline and explanation."""
+
+    row: PolicyRow
+    run: PolicyRun | None  # None when the policy failed (``row.error`` says why)
+    host_order_bytes: tuple[int, ...]  # live bytes after each launch's allocations, then at the end
+    simulated_samples: tuple[tuple[float, int], ...]  # (ms, live bytes) steps on the simulated timeline
+    timeline: tuple[TimelineOp, ...]
+    explanation: ExplainResult | None
+
+    @property
+    def policy(self) -> str:
+        return self.row.policy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "row": self.row.to_dict(),
+            "host_order_bytes": list(self.host_order_bytes),
+            "simulated_samples": [list(s) for s in self.simulated_samples],
+            "timeline": [t.to_dict() for t in self.timeline],
+            "explanation": None if self.explanation is None else self.explanation.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """The model, where it was costed, and one ``PolicyReport`` per policy (baseline first)."""
+
+    model: str
+    graph: Graph
+    device: str
+    includes: str
+    policies: tuple[PolicyReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.graph
+        return {
+            "model": self.model,
+            "graph": g.name,
+            "ops": len(g.nodes),
+            "param_count": g.param_count(),
+            "activation_bytes": g.activation_bytes(),
+            "device": self.device,
+            "memory_includes": self.includes,
+            "policies": [p.to_dict() for p in self.policies],
+        }
+
+
+def timeline_ops(graph: Graph, run: PolicyRun) -> tuple[TimelineOp, ...]:
+    """The simulated spans of ``run`` with each op's kind, new bytes and FLOPs."""
+    out = []
+    for span in run.timeline.spans:
+        node = graph.node(span.op)
+        new_bytes = sum(graph.values[v].nbytes for v in node.outputs if not graph.values[v].is_alias)
+        out.append(
+            TimelineOp(
+                span.op,
+                node.op,
+                span.stream,
+                span.launch_ms,
+                span.start_ms,
+                span.end_ms,
+                new_bytes,
+                node.flops,
+            )
+        )
+    return tuple(out)
+
+
+def report_model(
+    graph: Graph,
+    policies: Sequence[str],
+    ctx: ScheduleContext | None = None,
+    *,
+    model: str | None = None,
+    includes: MemoryOptions = MemoryOptions(),
+    explain: bool = True,
+) -> ModelReport:
+    """Schedule, simulate and analyse ``graph`` under each policy (the baseline first, when
+    asked for); explain each policy's peaks against the baseline's."""
+    ctx = ctx or DEFAULT_CONTEXT
+    ordered = (
+        list(dict.fromkeys([BASELINE_POLICY, *policies])) if BASELINE_POLICY in policies else list(policies)
+    )
+    reports: list[PolicyReport] = []
+    baseline: PolicyRun | None = None
+    for policy in ordered:
+        t0 = time.perf_counter()
+        try:
+            run = run_policy(graph, policy, ctx)
+        except StreamplanError as e:
+            row = PolicyRow(
+                policy=policy, search_time_s=time.perf_counter() - t0, error=e.short().splitlines()[0]
+            )
+            reports.append(PolicyReport(row, None, (), (), (), None))
+            continue
+        if policy == BASELINE_POLICY:
+            baseline = run
+        ctx.progress(f"{policy}: memory figures", None, None)
+        memory = analyze_memory(
+            graph,
+            run.schedule,
+            timeline=run.timeline,
+            include_inputs=includes.include_inputs,
+            include_params=includes.include_params,
+            time_limit_s=ctx.time_limit_s,
+        )
+        explanation = None
+        if explain:
+            vs = baseline.schedule if baseline is not None and baseline is not run else None
+            explanation = explain_run(graph, run, ctx, vs_schedule=vs)
+        reports.append(
+            PolicyReport(
+                row=_row(run, memory, baseline),
+                run=run,
+                host_order_bytes=tuple(memory.host_order.trace_bytes()),
+                simulated_samples=memory.simulated.samples if memory.simulated is not None else (),
+                timeline=timeline_ops(graph, run),
+                explanation=explanation,
+            )
+        )
+    return ModelReport(model or graph.name, graph, ctx.cost.device_name, includes.describe(), tuple(reports))
+
+
+def _row(run: PolicyRun, memory: MemoryReport, baseline: PolicyRun | None) -> PolicyRow:
+    s = run.schedule
+    base_ms = baseline.makespan_ms if baseline is not None else None
+    return PolicyRow(
+        policy=s.policy,
+        streams=s.num_streams,
+        events=s.num_events,
+        waits=s.num_waits,
+        makespan_ms=run.makespan_ms,
+        speedup=base_ms / run.makespan_ms if base_ms and run.makespan_ms > 0 else None,
+        search_time_s=float(s.meta.get("search_time_s", 0.0)),
+        memory=memory,
+    )

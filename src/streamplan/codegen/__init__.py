@@ -1,0 +1,12 @@
+"""Leaving the tool: a schedule written as a self-contained PyTorch module (``streamplan codegen``).
+
+``generate_module(graph, schedule)`` returns the source of a module that imports torch
+only and runs the graph's ATen ops in the schedule's launch order, on CUDA streams
+with events, ``record_stream`` and frees where the memory analysis assumes them (or
+in launch order on the CPU). ``launch_plan`` is the per-launch plan it follows.
+"""
+
+from streamplan.codegen.module import Predictions, default_class_name, generate_module
+from streamplan.codegen.plan import LaunchPlan, LaunchStep, launch_plan
+
+__all__ = ["LaunchPlan", "LaunchStep", "Predictions", "default_class_name", "generate_module", "launch_plan"]

@@ -1,0 +1,291 @@
+"""The generated class: its constructor, stream setup and the launch-ordered ``forward``.
+
+``forward`` groups consecutive launches on one stream under one ``with _on(s):`` block; each
+launch is the waits of its stream, the ``record_stream`` hand-overs, the ATen call, the event
+record (when another op waits for it) and the ``del`` of what became dead (``codegen.plan``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import streamplan.codegen.pysource as ps
+from streamplan.codegen.plan import LaunchPlan, LaunchStep
+from streamplan.errors import UnsupportedError
+from streamplan.ir.graph import Graph, Node
+from streamplan.ir.schedule import StreamSchedule
+
+
+def class_lines(
+    graph: Graph,
+    schedule: StreamSchedule,
+    plan: LaunchPlan,
+    names: ps.Namer,
+    keys: dict[str, str],
+    cls: str,
+    *,
+    constants_embedded: bool,
+) -> list[str]:
+    """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``."""
+    args = [names(v) for v in graph.inputs]
+    ret = "torch.Tensor" if len(graph.outputs) == 1 else "tuple[torch.Tensor, ...]"
+    params = ", ".join(["self", *(f"{a}: torch.Tensor" for a in args)])
+    doc = f'"""{graph.name} in the launch order of its {schedule.policy} schedule."""'
+    lines = [
+        f"class {cls}(torch.nn.Module):",
+        f"    {doc}",
+        "",
+        "    def __init__(self) -> None:",
+        "        super().__init__()",
+        "        # None: use streams when the inputs are on a CUDA device",
+        "        self.use_streams: bool | None = None",
+        "        self._streams: dict[torch.device, tuple[torch.cuda.Stream, ...]] = {}",
+        "        self.tensors = _weights_module(WEIGHTS, "
+        + ("CONSTANTS" if constants_embedded else "{}")
+        + ")",
+        "",
+        "    def load_weights(self, model: torch.nn.Module | dict[str, torch.Tensor]) -> None:",
+        '        """Copy the weights the graph reads from the model (or a state_dict)."""',
+        "        if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too",
+        "            model = {**dict(model.named_buffers()), **model.state_dict()}",
+        "        missing = self.tensors.load_state_dict(model, strict=False).missing_keys",
+        "        if missing:",
+        '            raise KeyError(f"state_dict lacks {len(missing)} weights: {missing[0]}...")',
+        "",
+        "    def _fork(self, device: torch.device, count: int) -> tuple:",
+        '        """The caller\'s stream and `count` side streams that wait for it (or None)."""',
+        '        use = device.type == "cuda" if self.use_streams is None else self.use_streams',
+        "        if not use:",
+        "            return None, (None,) * count",
+        "        caller = torch.cuda.current_stream()",
+        "        streams = self._streams.get(device)",
+        "        if streams is None:",
+        "            streams = tuple(torch.cuda.Stream() for _ in range(count))",
+        "            self._streams[device] = streams",
+        "        for stream in streams:",
+        "            stream.wait_stream(caller)",
+        "        return caller, streams",
+        "",
+        f"    def forward({params}) -> {ret}:"
+        if len(f"    def forward({params}) -> {ret}:") <= ps.LINE_LENGTH
+        else "\n".join(_long_def(args, ret)),
+    ]
+    lines += _forward_body(graph, plan, names, keys, args)
+    return lines
+
+
+def _long_def(args: list[str], ret: str) -> list[str]:
+    return [
+        "    def forward(",
+        "        self,",
+        *(f"        {a}: torch.Tensor," for a in args),
+        f"    ) -> {ret}:",
+    ]
+
+
+def _device_expr(graph: Graph, args: list[str], keys: dict[str, str]) -> str:
+    if args:
+        return f"{args[0]}.device"
+    if keys:
+        return f"w[{ps.py_str(next(iter(keys.values())))}].device"
+    return 'torch.device("cpu")'
+
+
+def _forward_body(
+    graph: Graph, plan: LaunchPlan, names: ps.Namer, keys: dict[str, str], args: list[str]
+) -> list[str]:
+    body: list[str] = []
+    ind = 2
+    if keys:
+        body.append("        w = _weights(self.tensors)")
+    device = _device_expr(graph, args, keys)
+    if any("$device" in str(n.attrs.get("args", "")) + str(n.attrs.get("kwargs", "")) for n in graph.nodes):
+        body.append(f"        device = {device}")
+        device = "device"
+    streams = [f"s{s}" for s in plan.streams]
+    unpack = f"({streams[0]},)" if len(streams) == 1 else f"({', '.join(streams)})"
+    body.append(f"        caller, {unpack} = self._fork({device}, {len(streams)})")
+
+    def ref(v: str) -> str:
+        if v in keys:
+            return f"w[{ps.py_str(keys[v])}]"
+        return names(v)
+
+    i = 0
+    steps = plan.steps
+    while i < len(steps):
+        j = i
+        while j < len(steps) and steps[j].stream == steps[i].stream:
+            j += 1
+        span = f"launch {i}" if j == i + 1 else f"launches {i}-{j - 1}"
+        body.append(f"        # {span} on stream {steps[i].stream}")
+        body.append(f"        with _on(s{steps[i].stream}):")
+        for step in steps[i:j]:
+            body += _step_lines(graph, graph.node(step.op), step, names, ref, ind + 1)
+        i = j
+    body.append(f"        _join(caller, ({', '.join(streams)}{',' if len(streams) == 1 else ''}))")
+    for v in plan.outputs_to_caller:
+        body.append(f"        _hand_over({ref(v)}, caller)")
+    body += _return_lines([ref(v) for v in graph.outputs], ind)
+    return body
+
+
+def _return_lines(outs: list[str], indent: int) -> list[str]:
+    if len(outs) == 1:
+        return ps.layout(ps.Atom(outs[0]), indent=indent, prefix="return ")
+    return ps.layout(ps.Seq("(", tuple(ps.Atom(o) for o in outs)), indent=indent, prefix="return ")
+
+
+def _step_lines(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref, indent: int) -> list[str]:
+    pad = ps.INDENT * indent
+    lines = [f"{pad}_wait(s{step.stream}, {_event_name(names, u)})" for u in step.waits_for]
+    lines += [f"{pad}_hand_over({ref(x)}, s{step.stream})" for x in step.record_on_stream]
+    call = _call_expr(node, ref)
+    live_outputs = [y for y in node.outputs if y not in step.frees]
+    if "output_index" in node.attrs:
+        index = node.attrs["output_index"]
+        index = index if isinstance(index, list) else [index]
+        if live_outputs:
+            lines += ps.statement(call, indent=indent, target="_r")
+            for y, k in zip(node.outputs, index, strict=True):
+                if y in live_outputs:
+                    lines.append(f"{pad}{names(y)} = _r[{k}]")
+            lines.append(f"{pad}del _r")
+        else:
+            lines += ps.statement(call, indent=indent)
+    elif live_outputs:
+        targets = ", ".join(names(y) for y in node.outputs)
+        if len(node.outputs) > 1:
+            raise UnsupportedError(
+                f"op {node.op} has {len(node.outputs)} outputs but no output_index", where=node.id
+            )
+        lines += ps.statement(call, indent=indent, target=targets)
+    else:
+        lines += ps.statement(call, indent=indent)
+    if step.records_event:
+        lines.append(f"{pad}{_event_name(names, node.id)} = _event(s{step.stream})")
+    dead = [names(x) for x in step.frees if x not in node.outputs]  # dead outputs were never bound
+    lines += _del_lines(dead, pad)
+    return lines
+
+
+def _event_name(names: ps.Namer, op: str) -> str:
+    return names("\0event " + op, base=f"event_{op}")
+
+
+def _del_lines(dead: Sequence[str], pad: str) -> list[str]:
+    lines: list[str] = []
+    current: list[str] = []
+    for name in dead:
+        if current and len(f"{pad}del {', '.join([*current, name])}") > ps.LINE_LENGTH:
+            lines.append(f"{pad}del {', '.join(current)}")
+            current = []
+        current.append(name)
+    if current:
+        lines.append(f"{pad}del {', '.join(current)}")
+    return lines
+
+
+def _call_expr(node: Node, ref) -> ps.Expr:
+    args = [_arg_expr(a, ref, node) for a in node.attrs.get("args", [])]
+    kwargs = [ps.Keyword(k, _arg_expr(v, ref, node)) for k, v in node.attrs.get("kwargs", {}).items()]
+    if node.op in ("getitem", "operator.getitem", "_operator.getitem"):
+        if len(args) != 2 or kwargs:
+            raise UnsupportedError(f"getitem with {len(args)} arguments", where=node.id)
+        return ps.Atom(f"{ps.flat(args[0])}[{ps.flat(args[1])}]")
+    parts = node.op.split(".")
+    if len(parts) == 2:
+        parts.append("default")
+    if len(parts) != 3:
+        raise UnsupportedError(f"cannot write op {node.op!r} as a torch call", where=node.id)
+    func = ("aten." if parts[0] == "aten" else f"torch.ops.{parts[0]}.") + ".".join(parts[1:])
+    return ps.Call(func, tuple(args) + tuple(kwargs))
+
+
+def _arg_expr(a: Any, ref, node: Node) -> ps.Expr:
+    if isinstance(a, list):
+        return ps.Seq("[", tuple(_arg_expr(x, ref, node) for x in a))
+    if isinstance(a, dict):
+        if "$v" in a:
+            return ps.Atom(ref(a["$v"]))
+        if "$dtype" in a:
+            return ps.Atom(f"torch.{a['$dtype']}")
+        if "$device" in a:
+            return ps.Atom("device")
+        if "$layout" in a:
+            return ps.Atom(f"torch.{a['$layout']}")
+        if "$memory_format" in a:
+            return ps.Atom(f"torch.{a['$memory_format']}")
+        raise UnsupportedError(
+            f"op {node.op} takes a mapping argument, which cannot be written", where=node.id
+        )
+    try:
+        return ps.literal(a)
+    except TypeError:
+        raise UnsupportedError(
+            f"op {node.op} takes an argument of type {type(a).__name__}", where=node.id
+        ) from None
+
+
+HELPERS = '''
+def _weights_module(table: tuple, constants: dict) -> torch.nn.Module:
+    """Each weight under its state_dict name, in modules nested as in the model."""
+    root = torch.nn.Module()
+    for key, shape, dtype, kind in table:
+        *path, name = key.split(".")
+        owner = root
+        for part in path:
+            if part not in owner._modules:
+                owner.add_module(part, torch.nn.Module())
+            owner = owner._modules[part]
+        tensor = torch.empty(shape, dtype=getattr(torch, dtype))
+        if key in constants:
+            tensor = torch.tensor(constants[key], dtype=tensor.dtype).reshape(shape)
+        if kind == "param":
+            owner.register_parameter(name, torch.nn.Parameter(tensor))
+        else:
+            owner.register_buffer(name, tensor, persistent=key not in constants)
+    return root
+
+
+def _weights(tensors: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every weight by its state_dict name."""
+    found = dict(tensors.named_parameters())
+    found.update(tensors.named_buffers())
+    return found
+
+
+def _on(stream: torch.cuda.Stream | None) -> contextlib.AbstractContextManager:
+    """Launch on `stream` inside the block (CPU: in order, on the host)."""
+    return contextlib.nullcontext() if stream is None else torch.cuda.stream(stream)
+
+
+def _event(stream: torch.cuda.Stream | None) -> torch.cuda.Event | None:
+    """An event recorded on `stream` after the work launched on it so far."""
+    if stream is None:
+        return None
+    event = torch.cuda.Event()
+    event.record(stream)
+    return event
+
+
+def _wait(stream: torch.cuda.Stream | None, event: torch.cuda.Event | None) -> None:
+    """Make `stream` wait for `event` before what is launched on it next."""
+    if stream is not None:
+        stream.wait_event(event)
+
+
+def _hand_over(tensor: torch.Tensor, stream: torch.cuda.Stream | None) -> None:
+    """Tell the caching allocator `tensor` is used on `stream`: its block is not reused
+    until that stream's work queued by the time it is freed is done."""
+    if stream is not None:
+        tensor.record_stream(stream)
+
+
+def _join(caller: torch.cuda.Stream | None, streams: tuple) -> None:
+    """Make the caller's stream wait for everything launched on the side streams."""
+    if caller is not None:
+        for stream in streams:
+            caller.wait_stream(stream)
+'''

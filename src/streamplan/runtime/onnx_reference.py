@@ -1,0 +1,42 @@
+"""What ``run`` needs for an ONNX model: its weights, seeded inputs, and onnxruntime's outputs.
+
+onnxruntime is the reference for an ONNX model, as eager PyTorch is for a torch module:
+the schedule's outputs must match what onnxruntime computes from the same file and inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from streamplan.errors import ModelSpecError
+from streamplan.frontends.onnx_import import INSTALL_HINT, leaf_tensors
+from streamplan.ir.graph import Graph
+from streamplan.runtime.interpret import initial_env
+
+
+def onnx_run_inputs(graph: Graph, seed: int = 0) -> tuple[list[Any], dict[str, Any], tuple[Any, ...]]:
+    """(inputs in ``graph.inputs`` order, weights by value id, onnxruntime's outputs in
+    ``graph.outputs`` order) for a graph loaded from an ONNX file; inputs are seeded random."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ModelSpecError(
+            "checking an ONNX model's outputs needs the optional package 'onnxruntime'", hint=INSTALL_HINT
+        ) from None
+    params = leaf_tensors(graph)
+    env = initial_env(graph, None, params, seed=seed)
+    inputs = [env[v] for v in graph.inputs]
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(
+        graph.meta["onnx_path"], options, providers=["CPUExecutionProvider"]
+    )
+    feeds = {name: x.numpy() for name, x in zip(graph.meta["onnx_inputs"], inputs, strict=True)}
+    results = session.run(list(graph.meta["onnx_outputs"]), feeds)
+    by_value: dict[str, Any] = {}
+    for leaf, result in zip(graph.meta["output_values"], results, strict=True):
+        by_value.setdefault(leaf["$v"], torch.from_numpy(result))
+    return inputs, params, tuple(by_value[v] for v in graph.outputs)
