@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import PolicyRun, run_policy
+from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.explain import PeakComparison, PeakExplanation, compare_peaks, explain_peak
@@ -73,10 +73,20 @@ def explain_run(
     ctx = ctx or DEFAULT_CONTEXT
     ctx.progress("explaining the peaks", None, None)
     s = run.schedule
+    report = analyze_memory(
+        graph, s, timeline=run.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
+    )
     if vs_schedule is not None:
-        result: PeakExplanation | PeakComparison = compare_peaks(graph, vs_schedule, s)
+        # both sides simulated on the same cost model, so both report a simulated peak
+        base = run_schedule(graph, vs_schedule, ctx)
+        base_report = analyze_memory(
+            graph, vs_schedule, timeline=base.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
+        )
+        result: PeakExplanation | PeakComparison = compare_peaks(
+            graph, vs_schedule, s, base_report=base_report, other_report=report
+        )
     else:
-        result = explain_peak(graph, s, report=analyze_memory(graph, s, timeline=run.timeline))
+        result = explain_peak(graph, s, report=report)
     return ExplainResult(
         run=run,
         explanation=result,

@@ -60,6 +60,8 @@ def analyze_run_memory(
         include_params=includes.include_params,
         device_memory_bytes=device_memory_bytes,
         op_memory=op_memory,
+        time_limit_s=ctx.time_limit_s,
+        progress=ctx.progress,
     )
     allocators = {}
     for m in MODELS:

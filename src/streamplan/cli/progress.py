@@ -26,6 +26,8 @@ def progress_display(console: Console, *, enabled: bool = True) -> Iterator[Prog
     if not enabled or not (console.is_terminal or _forced()):
         yield no_progress
         return
+    if not console.is_terminal:  # forced (tests): draw as on a terminal, on the same stream
+        console = Console(file=console.file, force_terminal=True, width=100)
     bar = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -275,10 +275,22 @@ def compare_peaks(
     *,
     include_inputs: bool = False,
     include_params: bool = False,
+    base_report: MemoryReport | None = None,
+    other_report: MemoryReport | None = None,
 ) -> PeakComparison:
-    """Explain both schedules and name the overlaps in ``other`` that raised its worst case."""
-    eb = explain_peak(graph, base, include_inputs=include_inputs, include_params=include_params)
-    eo = explain_peak(graph, other, include_inputs=include_inputs, include_params=include_params)
+    """Explain both schedules and name the overlaps in ``other`` that raised its worst case.
+
+    ``base_report``/``other_report`` are the schedules' memory reports when the caller has
+    them (made with a timeline, they carry the simulated peaks); their includes win.
+    """
+    if other_report is not None:
+        include_inputs, include_params = other_report.includes.inputs, other_report.includes.params
+    eb = explain_peak(
+        graph, base, include_inputs=include_inputs, include_params=include_params, report=base_report
+    )
+    eo = explain_peak(
+        graph, other, include_inputs=include_inputs, include_params=include_params, report=other_report
+    )
     lb = liveness(graph, base, include_inputs=include_inputs, include_params=include_params)
     lo = liveness(graph, other, include_inputs=include_inputs, include_params=include_params)
     by = lb.by_storage()

@@ -14,6 +14,7 @@ from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
 from streamplan.memory.liveness import Includes, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
+from streamplan.progress import ProgressFn, no_progress
 
 if TYPE_CHECKING:
     from streamplan.memory.allocators.op_memory import OpMemory
@@ -109,23 +110,33 @@ def analyze_memory(
     device_memory_bytes: int | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     op_memory: OpMemory | None = None,
+    progress: ProgressFn = no_progress,
 ) -> MemoryReport:
     """Every memory figure of ``schedule`` (simulated only with a ``timeline``).
 
     ``op_memory`` (measured op scratch and stream workspaces) goes into the
     ``torch-cuda`` replay only: the other figures count the graph's tensors.
+    ``progress`` hears of each figure as it starts (the worst case also of its search).
     """
+    progress("liveness", None, None)
     live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    progress("host-order peak", None, None)
     host = trace_from_liveness(live, schedule)
+    progress("static arena", None, None)
     arena = plan_arena(graph, schedule, live=live)
     # Every instant's live set is pairwise co-live, so the arena bound caps the worst case.
     cap = arena.lower_bound_bytes if arena.lower_bound_exact else arena.arena_bytes
-    worst = worst_case_peak(graph, schedule, live=live, upper_bound_bytes=cap, time_limit_s=time_limit_s)
+    progress("worst-case peak", None, None)
+    worst = worst_case_peak(
+        graph, schedule, live=live, upper_bound_bytes=cap, time_limit_s=time_limit_s, progress=progress
+    )
     if not arena.lower_bound_exact and worst.lower_bytes > arena.lower_bound_bytes:
         arena = dataclasses.replace(arena, lower_bound_bytes=worst.lower_bytes, bound_storages=worst.live)
     sim = None
     if timeline is not None:
+        progress("simulated peak", None, None)
         sim = simulated_memory(graph, schedule, timeline, live=live)
+    progress("torch-cuda replay", None, None)
     torch_cuda = _torch_cuda(
         graph, schedule, timeline, include_inputs, include_params, device_memory_bytes, op_memory
     )

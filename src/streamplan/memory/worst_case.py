@@ -25,6 +25,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
 from streamplan.memory.simulated import sweep_live_bytes
+from streamplan.progress import ProgressFn, no_progress
 
 DEFAULT_TIME_LIMIT_S = 10.0
 MAX_EXACT_OPS = 20000
@@ -115,11 +116,14 @@ def worst_case_peak(
     upper_bound_bytes: int | None = None,
     live: Liveness | None = None,
     seed: int = 0,
+    progress: ProgressFn = no_progress,
 ) -> WorstCasePeak:
     """The largest live bytes at one instant over every timing ``schedule`` allows.
 
     ``max_exact_ops`` caps the ops of one independent segment handed to the solver
     (segments lie between *cut* ops, which are ordered with every other op).
+    ``progress`` hears of the search: segments solved out of those to solve, and the
+    solver's time limit.
     """
     if live is None:
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
@@ -134,7 +138,7 @@ def worst_case_peak(
     if schedule.num_streams <= 1 or best.live_bytes >= upper:
         method = "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
         return _result(live, best, best.live_bytes, True, method)
-    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops)
+    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops, progress)
 
 
 def cut_positions(live: Liveness, order: list[str]) -> list[int]:
@@ -170,7 +174,13 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
 
 
 def _solve_segments(
-    live: Liveness, order: list[str], best: Witness, upper: int, time_limit_s: float, max_exact_ops: int
+    live: Liveness,
+    order: list[str],
+    best: Witness,
+    upper: int,
+    time_limit_s: float,
+    max_exact_ops: int,
+    progress: ProgressFn = no_progress,
 ) -> WorstCasePeak:
     """Solve each stretch between cut ops on its own; a cut op alone is a host-order state."""
     import time
@@ -186,7 +196,9 @@ def _solve_segments(
     caps = [sum(live.lives[i].nbytes for i in m) for m in members]
     segs = sorted(zip(caps, range(len(bounds)), strict=True), reverse=True)
     seg_upper, stopped = 0, []
-    for cap, j in segs:
+    step = f"worst-case peak: CP-SAT over {_plural(len(segs), 'segment')} (at most {time_limit_s:g} s)"
+    for done, (cap, j) in enumerate(segs):
+        progress(step, done, len(segs))
         lo, hi = bounds[j]
         if cap <= best.live_bytes:
             break  # no remaining segment can beat the witness
@@ -203,9 +215,13 @@ def _solve_segments(
             stopped.append("time")
     hi_bound = min(upper, max(best.live_bytes, seg_upper))
     if best.live_bytes >= hi_bound:
-        return _result(live, best, best.live_bytes, True, f"cp-sat over {len(bounds)} segments")
+        return _result(live, best, best.live_bytes, True, f"cp-sat over {_plural(len(bounds), 'segment')}")
     why = "segment over max_exact_ops" if "size" in stopped else f"cp-sat stopped at {time_limit_s:g} s"
     return _result(live, best, hi_bound, False, why)
+
+
+def _plural(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
 def _host_order_entries(live: Liveness, order: list[str]) -> list[int]:
