@@ -48,9 +48,9 @@ Figures (bytes, shown in MiB = 2^20 B; docs/memory.md explains each):
   static arena      one buffer with fixed offsets valid for every timing, and its lower bound
   allocator replays exact, page, pow2 and torch-cuda replays of the host order
 
-\b
-With --device-memory-gib, a predicted out-of-memory (the torch-cuda replay does not fit)
-is the first line of the output and the exit status is {EXIT_OUT_OF_MEMORY}.
+With --device-memory-gib, a predicted out-of-memory (the torch-cuda replay does not fit) is
+the first line of the output, and the command ends with exit status {EXIT_OUT_OF_MEMORY}.
+
 {INTERVAL_NOTE[0].upper() + INTERVAL_NOTE[1:]}."""
 
 

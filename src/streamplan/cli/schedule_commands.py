@@ -200,7 +200,6 @@ Memory table (MiB = 2^20 B; docs/memory.md explains each figure):
   torch alloc/resv torch-cuda caching allocator: max_memory_allocated / max_memory_reserved
   arena, arena LB  one fixed-offset buffer valid for every timing, and its lower bound
 
-\b
 {INTERVAL_NOTE[0].upper() + INTERVAL_NOTE[1:]}."""
 
 
