@@ -187,10 +187,17 @@ def _run_ops(state: _State, stream: int, delays: dict[str, float], device: Any) 
         start = time.perf_counter()
         try:
             outputs = call_node(state.graph.node(op), inputs, device)
-        except ExecutionError as e:  # name the stream too: the run stops here
+        except Exception as e:  # name the op and its stream: the run stops here
+            what = (
+                e.message
+                if isinstance(e, ExecutionError)
+                else f"while executing %{op}: {type(e).__name__}: {e}"
+            )
             raise ExecutionError(
-                f"{e.message} (on stream {stream})", where=state.graph.name, hint=e.hint
-            ) from e.__cause__
+                f"{what} (on stream {stream})",
+                where=state.graph.name,
+                hint=e.hint if isinstance(e, ExecutionError) else "the op itself failed",
+            ) from e
         end = time.perf_counter()
         state.finish(op, outputs)
         state.spans.append(OpSpan(op, stream, *((t - state.t0) * 1e3 for t in (reached, start, end))))
