@@ -124,18 +124,26 @@ def simulated_note(graph: Graph, run: PolicyRun, device: str) -> SimulatedNote:
     launch_ms = max((sp.launch_ms for sp in timeline.spans), default=0.0)
     kernels_ms = max(timeline.stream_busy_ms.values(), default=0.0)
     bound = "launch-bound" if launch_ms >= kernels_ms else "kernel-bound"
-    running = ", ".join(mem.running_at_peak) or "nothing"
+    ops = mem.running_at_peak
+    running = (
+        "nothing runs at the peak"
+        if not ops
+        else f"{ops[0]} runs alone at the peak"
+        if len(ops) == 1
+        else f"{', '.join(ops)} overlap at the peak"
+    )
     if schedule.num_streams < 2:
         where = "one stream: nothing overlaps, so every figure agrees"
     elif mem.peak_bytes >= worst.upper_bytes:
-        where = f"this timing reaches the worst case: {running} overlap at the peak"
+        where = f"this timing reaches the worst case: {running}"
     elif mem.peak_bytes <= host:
         where = (
-            "in this timing the branches do not overlap where memory peaks, so it stays at the "
-            "host-order figure; slower kernels or faster launches would raise it"
+            "in this timing the branches do not overlap where memory peaks, so it "
+            + ("equals" if mem.peak_bytes == host else "stays below")
+            + " the host-order figure; slower kernels or faster launches would raise it"
         )
     else:
-        where = f"between the host-order and worst-case figures ({running} overlap at the peak)"
+        where = f"between the host-order and worst-case figures ({running})"
     why = (
         "the host issues launches no faster than the kernels run, so streams often sit idle and "
         "branches overlap only briefly"
