@@ -127,8 +127,6 @@ def memory_cmd(
             )
         for line in memory_lines(analysis):
             out.print(line, markup=False)
-        if not analysis.report.worst_case.exact:
-            out.print(f"note: {INTERVAL_NOTE}.", markup=False)
     if oom is not None:
         raise typer.Exit(EXIT_OUT_OF_MEMORY)
 

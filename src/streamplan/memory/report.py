@@ -79,6 +79,12 @@ class MemoryReport:
             f"  worst-case peak      {worst}",
             f"  simulated peak       {sim}",
         ]
+        if not wc.exact:
+            out.insert(
+                3,
+                "                       (an interval: some timing reaches the first figure and none can "
+                "exceed the second; the solver stopped before closing the gap, a longer time limit can)",
+            )
         if self.torch_cuda is not None:
             out.append(
                 f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
