@@ -11,7 +11,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.arena import ArenaPlan, plan_arena
 from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
-from streamplan.memory.liveness import Includes, liveness
+from streamplan.memory.liveness import Includes, Liveness, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
 from streamplan.progress import ProgressFn, no_progress
@@ -117,15 +117,18 @@ def analyze_memory(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     op_memory: OpMemory | None = None,
     progress: ProgressFn = no_progress,
+    live: Liveness | None = None,
 ) -> MemoryReport:
     """Every memory figure of ``schedule`` (simulated only with a ``timeline``).
 
     ``op_memory`` (measured op scratch and stream workspaces) goes into the
     ``torch-cuda`` replay only: the other figures count the graph's tensors.
     ``progress`` hears of each figure as it starts (the worst case also of its search).
+    ``live`` reuses a liveness already computed for these include flags.
     """
     progress("liveness", None, None)
-    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    if live is None or live.includes != Includes(include_inputs, include_params):
+        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     progress("host-order peak", None, None)
     host = trace_from_liveness(live, schedule)
     progress("static arena", None, None)
@@ -143,9 +146,7 @@ def analyze_memory(
         progress("simulated peak", None, None)
         sim = simulated_memory(graph, schedule, timeline, live=live)
     progress("torch-cuda replay", None, None)
-    torch_cuda = _torch_cuda(
-        graph, schedule, timeline, include_inputs, include_params, device_memory_bytes, op_memory
-    )
+    torch_cuda = _torch_cuda(graph, schedule, timeline, live, device_memory_bytes, op_memory)
     return MemoryReport(
         graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes, device_memory_bytes
     )
@@ -155,8 +156,7 @@ def _torch_cuda(
     graph: Graph,
     schedule: StreamSchedule,
     timeline: Timeline | None,
-    include_inputs: bool,
-    include_params: bool,
+    live: Liveness,
     device_memory_bytes: int | None,
     op_memory: OpMemory | None,
 ) -> dict[str, int] | None:
@@ -169,9 +169,10 @@ def _torch_cuda(
         schedule,
         model="torch-cuda",
         timeline=timeline,
-        include_inputs=include_inputs,
-        include_params=include_params,
+        include_inputs=live.includes.inputs,
+        include_params=live.includes.params,
         device_memory_bytes=device_memory_bytes,
         op_memory=op_memory,
+        live=live,
     )
     return {"allocated_peak_bytes": rep.allocated_peak_bytes, "reserved_peak_bytes": rep.reserved_peak_bytes}

@@ -21,10 +21,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
-from streamplan.memory.simulated import sweep_live_bytes
+from streamplan.memory.simulated import sweep_arrays
 from streamplan.progress import ProgressFn, no_progress
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -129,8 +131,9 @@ def worst_case_peak(
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     order = list(schedule.launch_order)
     best = _host_order_witness(live, order)
+    preds = _pred_positions(live, order) if schedule.num_streams > 1 else []
     for k in range(RANDOM_TIMINGS if schedule.num_streams > 1 else 0):
-        cand = _random_timing_witness(live, order, random.Random(seed + k))
+        cand = _random_timing_witness(live, order, random.Random(seed + k), preds)
         if cand.live_bytes > best.live_bytes:
             best = cand
     total = sum(life.nbytes for life in live.lives)
@@ -150,8 +153,9 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
     hb = live.hb
     n, k = len(order), hb.num_slots
     count = [0] * k
+    slot, index, before = hb.slot, hb.index, hb.before
     for op in order:
-        count[hb.slot[op]] += 1
+        count[slot[op]] += 1
     succs: dict[str, list[str]] = {op: [] for op in order}
     for op in order:
         for u in hb.direct_preds[op]:
@@ -159,17 +163,18 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
     first_after: dict[str, tuple[int, ...]] = {}  # incl. the op itself
     cuts = []
     none = tuple(c + 1 for c in count)
+    total = sum(count) + k  # sum(count[t] - cur[t] + 1) = total - sum(cur)
     for pos in range(n - 1, -1, -1):
         op = order[pos]
-        cur = list(none)
+        cur = none
         for w in succs[op]:
-            cur = [min(a, b) for a, b in zip(cur, first_after[w], strict=False)]
-        desc = sum(count[t] - cur[t] + 1 for t in range(k))
-        anc = sum(hb.before[op])
-        if anc + desc == n - 1:
+            cur = tuple(map(min, cur, first_after[w]))
+        desc = total - sum(cur)
+        if sum(before[op]) + desc == n - 1:
             cuts.append(pos)
-        cur[hb.slot[op]] = hb.index[op]
-        first_after[op] = tuple(cur)
+        nxt = list(cur)
+        nxt[slot[op]] = index[op]
+        first_after[op] = tuple(nxt)
     return cuts[::-1]
 
 
@@ -378,13 +383,29 @@ def _host_order_witness(live: Liveness, order: list[str]) -> Witness:
     return Witness(live_bytes=entries[at], finished=tuple(order[:at]), running=(order[at],))
 
 
-def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random) -> Witness:
+def _random_timing_witness(
+    live: Liveness, order: list[str], rng: random.Random, preds: list[list[int]] | None = None
+) -> Witness:
     """Peak of one random timing (random durations, earliest starts under HB)."""
-    start: dict[str, float] = {}
-    end: dict[str, float] = {}
-    for op in order:
-        s = max((end[u] for u in live.hb.direct_preds[op]), default=0.0)
-        start[op] = s
-        end[op] = s + rng.choice((0.1, 1.0, 10.0)) * rng.random() + 1e-3
-    step = sweep_live_bytes(live, order, start, end)
+    preds = _pred_positions(live, order) if preds is None else preds
+    n = len(order)
+    start = [0.0] * n
+    end = [0.0] * n
+    choice, rand = rng.choice, rng.random
+    scales = (0.1, 1.0, 10.0)
+    for i in range(n):
+        s = max([end[u] for u in preds[i]], default=0.0)
+        start[i] = s
+        end[i] = s + choice(scales) * rand() + 1e-3
+    launch = np.array([live.hb.launch_index[op] for op in order], dtype=np.int64)
+    step = sweep_arrays(
+        live, order, launch, np.array(start, dtype=np.float64), np.array(end, dtype=np.float64), samples=False
+    )
     return Witness(live_bytes=step.peak_bytes, finished=step.finished, running=step.running)
+
+
+def _pred_positions(live: Liveness, order: list[str]) -> list[list[int]]:
+    """For each op of ``order``, the positions in ``order`` of its direct HB predecessors."""
+    at = {op: i for i, op in enumerate(order)}
+    preds = live.hb.direct_preds
+    return [[at[u] for u in preds[op]] for op in order]
