@@ -11,7 +11,7 @@ from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.explain import PeakComparison, PeakExplanation, compare_peaks, explain_peak
 from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.memory.liveness import liveness
-from streamplan.memory.report import analyze_memory
+from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import simulated_memory
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
@@ -90,16 +90,18 @@ def explain_run(
     return ExplainResult(
         run=run,
         explanation=result,
-        simulated=simulated_note(graph, run, ctx.cost.device_name),
-        serial_peak_note=serial_peak_note(graph, s),
+        simulated=simulated_note(graph, run, ctx.cost.device_name, report=report),
+        serial_peak_note=serial_peak_note(graph, s, report=report),
     )
 
 
-def serial_peak_note(graph: Graph, schedule: StreamSchedule) -> str | None:
+def serial_peak_note(
+    graph: Graph, schedule: StreamSchedule, *, report: MemoryReport | None = None
+) -> str | None:
     """Say so when the worst-case peak happens where nothing can run concurrently: then no
     stream policy can change it (the first explanation in the seed discussion)."""
     live = liveness(graph, schedule)
-    wc = worst_case_peak(graph, schedule, live=live)
+    wc = report.worst_case if report is not None else worst_case_peak(graph, schedule, live=live)
     if not wc.running or schedule.num_streams < 2:
         return None
     others = schedule.launch_order
@@ -113,13 +115,16 @@ def serial_peak_note(graph: Graph, schedule: StreamSchedule) -> str | None:
     )
 
 
-def simulated_note(graph: Graph, run: PolicyRun, device: str) -> SimulatedNote:
+def simulated_note(
+    graph: Graph, run: PolicyRun, device: str, *, report: MemoryReport | None = None
+) -> SimulatedNote:
     """Where the simulated peak falls, which ops overlap there, and whether launches or kernels
     dominate the predicted timeline (which decides how close it gets to the worst case)."""
     schedule, timeline = run.schedule, run.timeline
-    mem = simulated_memory(graph, schedule, timeline)
-    worst = worst_case_peak(graph, schedule)
-    host = host_order_peak_bytes(graph, schedule)
+    mem = report.simulated if report is not None and report.simulated is not None else None
+    mem = mem or simulated_memory(graph, schedule, timeline)
+    worst = report.worst_case if report is not None else worst_case_peak(graph, schedule)
+    host = report.host_order_peak_bytes if report is not None else host_order_peak_bytes(graph, schedule)
     busy = sum(timeline.stream_busy_ms.values())
     launch_ms = max((sp.launch_ms for sp in timeline.spans), default=0.0)
     kernels_ms = max(timeline.stream_busy_ms.values(), default=0.0)
