@@ -231,3 +231,17 @@ def test_broken_schedule_and_table_in_a_real_process(tmp_path):
     t = tmp_path / "t.json"
     t.write_text(json.dumps({**TABLE, "ops": {k: "nan" for k in TABLE["ops"]}}))
     assert_clean(sp("simulate", "seed-example2", "--measured", str(t), timeout=120), allowed=(2,))
+
+
+@pytest.mark.parametrize("recorded", [None, "fast", math.inf, True, [1]])
+def test_a_saved_schedule_whose_meta_says_anything(tmp_path, recorded):
+    """Found by the fuzz: ``meta`` of a saved schedule is the user's text, not trusted numbers."""
+    p = tmp_path / "s.json"
+    p.write_text(
+        json.dumps({**SCHEDULE, "meta": {**SCHEDULE["meta"], "search_time_s": recorded}}, allow_nan=True)
+    )
+    r = cli("compare", "seed-example2", "--schedule", p, "--json")
+    if recorded is math.inf:
+        assert_clean(r, allowed=(2,))  # Infinity is not JSON
+    else:
+        assert_clean(r, allowed=(0,))

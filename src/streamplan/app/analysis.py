@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -174,9 +175,16 @@ def _row(
         waits=sched.num_waits,
         makespan_ms=timeline.makespan_ms,
         speedup=speedup,
-        search_time_s=float(sched.meta.get("search_time_s", elapsed_s)),
+        search_time_s=_seconds(sched.meta.get("search_time_s"), elapsed_s),
         memory=report,
     )
+
+
+def _seconds(recorded: Any, elapsed_s: float) -> float:
+    """The search time a schedule records, if it is a number (a saved file may say anything)."""
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and math.isfinite(recorded):
+        return float(recorded)
+    return elapsed_s
 
 
 def _prefixed(ctx: ScheduleContext, label: str):
