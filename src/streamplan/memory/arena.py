@@ -220,7 +220,8 @@ def conflict_pairs(live: Liveness, ranges: _Ranges | None = None) -> tuple[np.nd
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     x, y = np.concatenate(first), np.concatenate(second)
     lo, hi = np.minimum(x, y), np.maximum(x, y)
-    key = np.unique(lo * len(lives) + hi)  # residents meet each other twice
+    key = np.sort(lo * len(lives) + hi)  # sorted and deduplicated: residents meet each other twice
+    key = key[np.concatenate(([True], key[1:] != key[:-1]))] if len(key) else key
     return key // len(lives), key % len(lives)
 
 
