@@ -11,7 +11,8 @@ graph it gives is plain data. Each capture is stored as graph JSON under
   digest of streamplan's own capture code (so an edited checkout never reads stale graphs).
 
 Loading a cached graph imports no torch. A file the user's model imports is not part
-of the key: after editing such a file, capture again (``--no-cache``) or clear the cache.
+of the key: after editing such a file, capture again (the command line's ``--no-cache``)
+or clear the cache.
 Entries are written atomically; an unreadable or mismatching entry is a miss.
 """
 

@@ -81,8 +81,7 @@ def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
         raise ModelSpecError(
             "a graph file has fixed shapes: it cannot be rebuilt at another batch size",
             where=spec,
-            hint="export the model again at that batch (`streamplan export MODEL --batch N -o FILE`), "
-            "or drop the batch size",
+            hint="export the model again at that batch size, or drop the batch size",
         )
     if spec.endswith(".py") or spec.endswith(".py:"):
         raise ModelSpecError(
