@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test fuzz lint bench clean
 
 $(STAMP): pyproject.toml requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,9 +16,15 @@ $(STAMP): pyproject.toml requirements-dev.txt
 demo: $(STAMP)
 	$(VENV)/bin/streamplan demo
 
-# -rs prints why each skipped test was skipped (e.g. no browser for the report's tests)
+# Everything, slow tests included: the packaging test builds the wheel and installs it into a
+# fresh virtual environment (needs the package index), the fuzz tests run a few hundred inputs.
+# -rs prints why each skipped test was skipped (e.g. no browser for the report's tests).
 test: $(STAMP)
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) -m pytest -n 2 --dist loadfile -rs
+
+# Thousands of fuzzed inputs and random graphs, for hunting bugs rather than for CI.
+fuzz: $(STAMP)
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 STREAMPLAN_HYPOTHESIS=stress $(PY) -m pytest -n 2 tests/fuzz
 
 # The figures in BENCHMARKS.md (several minutes on 2 cores; GPU validation is separate:
 # bench/gpu_validate.py on a machine with CUDA).
@@ -28,6 +34,7 @@ bench: $(STAMP)
 	$(PY) bench/schedule_scale.py
 	$(PY) bench/simulate_scale.py
 	$(PY) bench/memory_scale.py
+	OMP_NUM_THREADS=1 $(PY) bench/capture_cache.py
 	$(PY) bench/allocator_scale.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/memory_quality.py
 	OMP_NUM_THREADS=1 $(PY) bench/zoo_peaks.py

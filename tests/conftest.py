@@ -1,9 +1,17 @@
-"""Shared test setup: torch at one thread (the other core may be busy), offline HF hub."""
+"""Shared test setup: torch at one thread (the other core may be busy), offline HF hub, and a
+capture cache of the session's own (never the user's ``~/.cache``)."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# every CLI run in the tests (in process or not) caches captures here; removed at exit
+_CACHE_DIR = tempfile.mkdtemp(prefix="streamplan-test-cache-")
+os.environ["STREAMPLAN_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 try:
     import torch

@@ -82,9 +82,13 @@ def write_output(
     p = check_output(path, force=force, protected=protected)
     parent = p.parent if str(p.parent) else Path(".")
     payload = data.encode() if isinstance(data, str) else data
-    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise OutputFileError(
+            f"cannot create a file in {parent}: {e.strerror or e}", where=str(p), hint="choose another path"
+        ) from None
+    try:
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
         os.chmod(tmp, _mode_for(p))

@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import importlib.util
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamplan.errors import ModelSpecError
 from streamplan.ir.graph import Graph
 from streamplan.ir.verify import verify
+from streamplan.progress import ProgressFn, no_progress
+
+if TYPE_CHECKING:
+    from streamplan.cache import CaptureCache
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 
@@ -22,28 +28,103 @@ class ModelRequest:
 
     ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function`` or ``.onnx``;
     ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model.
-    Every field changes the graph, so the request is also what a cache of captures is keyed by.
+    Every field changes the graph, so the capture cache keys on all of them
+    (``streamplan.cache``): a field added here is part of the key without further work.
     """
 
     spec: str
     batch: int | None = None
     dtype: str | None = None
 
-    def load(self) -> Graph:
-        """The request's graph, verified."""
-        return load_model(self.spec, batch=self.batch, dtype=self.dtype)
+    def fields(self) -> dict[str, Any]:
+        """Every field by name (what the capture cache keys on)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def captures(self) -> bool:
+        """True when loading runs torch (a capture worth caching); graphs built without torch
+        (seed examples, ``random:N``) and graph files are quicker to make than to cache."""
+        if self.spec.startswith("random:") or self.spec.endswith(".json"):
+            return False
+        if ".py:" in self.spec:
+            return True
+        from streamplan.zoo.registry import ZOO
+
+        entry = ZOO.get(self.spec)
+        return entry is not None and entry.kind == "torch"
+
+    def python_file(self) -> Path | None:
+        """The ``file.py`` of a ``file.py:function`` spec (its content is part of the cache key)."""
+        return Path(self.spec.rpartition(":")[0]) if ".py:" in self.spec else None
+
+    def load(self, *, cache: CaptureCache | None = None, progress: ProgressFn = no_progress) -> Graph:
+        """The request's graph, verified; captures go through ``cache`` when one is given."""
+        check_request(self.spec, self.batch, self.dtype)
+        if cache is not None and self.captures:
+            graph = cache.get(self)
+            if graph is not None:
+                progress(f"{self.spec}: from the capture cache", None, None)
+                return graph
+        progress(f"{self.spec}: {'capturing (torch.export)' if self.captures else 'loading'}", None, None)
+        graph = load_model(self.spec, batch=self.batch, dtype=self.dtype)
+        if cache is not None and self.captures:
+            cache.put(self, graph)
+        return graph
+
+
+def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
+    """Refuse a request that cannot be loaded as asked, before any work."""
+    if dtype is not None and dtype not in DTYPES:
+        raise ModelSpecError(f"unsupported dtype {dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise ModelSpecError(f"batch must be an integer >= 1, got {batch!r}")
+    if batch is not None and spec.endswith(".json"):
+        raise ModelSpecError(
+            "a graph file has fixed shapes: it cannot be rebuilt at another batch size",
+            where=spec,
+            hint="export the model again at that batch size, or drop the batch size",
+        )
+    if spec.endswith(".py") or spec.endswith(".py:"):
+        raise ModelSpecError(
+            f"a Python model spec names a function: {spec.rstrip(':')}:FUNCTION",
+            hint=_python_functions_hint(Path(spec.rstrip(":"))),
+        )
+
+
+def _python_functions_hint(path: Path) -> str:
+    """Name the file's top-level functions (read, not run) so the user can pick one."""
+    form = "the function takes no arguments and returns (module, example_inputs)"
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return form
+    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    if not names:
+        return form
+    return f"{form}; {path.name} defines: {', '.join(f'{path}:{n}' for n in names[:5])}"
 
 
 def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None) -> Graph:
-    """Load ``spec`` as a verified graph.
+    """Load ``spec`` as a verified graph with at least one op.
 
-    ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the
-    model and its floating inputs (torch models) or sets the element type (graphs).
+    ``batch`` rebuilds the example inputs at that batch size (not possible for graph
+    files: their shapes are fixed); ``dtype`` casts the model and its floating inputs
+    (torch models) or sets the element type (graphs). The graph's ``meta["batch"]``
+    records the batch it was built at (a graph file's own record, if it has one).
     """
-    if dtype is not None and dtype not in DTYPES:
-        raise ModelSpecError(f"unsupported dtype {dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
-    if batch is not None and batch < 1:
-        raise ModelSpecError(f"batch must be >= 1, got {batch}")
+    check_request(spec, batch, dtype)
+    graph = _load(spec, batch=batch, dtype=dtype)
+    if not graph.nodes:
+        raise ModelSpecError(
+            "the model has no operators: its forward computes nothing on tensors (returning, say, "
+            "x.shape[0]), so there is nothing to schedule or analyse",
+            where=spec,
+            hint="return a tensor computed from the inputs",
+        )
+    return graph
+
+
+def _load(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
     if spec.startswith("random:"):
         from streamplan.zoo.random_dag import parse_spec, random_dag
 
@@ -56,7 +137,7 @@ def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None)
             raise ModelSpecError(f"graph file {spec!r} does not exist")
         return verify(load(spec))
     if ".py:" in spec:
-        return _load_python_spec(spec, batch=batch, dtype=dtype)
+        return _with_batch(_load_python_spec(spec, batch=batch, dtype=dtype), batch)
     if spec.endswith(".onnx"):
         from streamplan.frontends.onnx_import import load_onnx
 
@@ -73,7 +154,14 @@ def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None)
                 hint=f"pip install {entry.requires}  (or: pip install 'streamplan[{entry.requires}]')",
             )
     module, inputs = entry.load_factory()(batch or entry.default_batch)
-    return _capture(module, inputs, name=spec, dtype=dtype)
+    return _with_batch(_capture(module, inputs, name=spec, dtype=dtype), batch or entry.default_batch)
+
+
+def _with_batch(graph: Graph, batch: int | None) -> Graph:
+    """Record the batch a graph was built at (None: the example inputs' own)."""
+    if batch is None or graph.meta.get("batch") == batch:
+        return graph
+    return graph.replace(meta={**graph.meta, "batch": batch})
 
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:

@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "progress", "files"},
     {"ir"},
     {"cost", "frontends"},
-    {"zoo", "models"},
+    {"zoo", "models", "cache"},
     {"schedule"},
     {"memory"},
     {"runtime"},

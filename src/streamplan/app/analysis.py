@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,8 +109,10 @@ def compare_policies(
     *,
     memory: bool = True,
     includes: MemoryOptions = MemoryOptions(),
+    schedules: Sequence[tuple[str, StreamSchedule]] = (),
 ) -> list[PolicyRow]:
-    """Schedule, verify, simulate (and analyse memory) for each policy, the baseline first.
+    """Schedule, verify, simulate (and analyse memory) for each policy, the baseline first,
+    then one row per saved schedule in ``schedules`` (``(label, schedule)`` pairs).
 
     A policy that fails on this graph (a search that cannot handle it, say) gives a row
     with ``error`` set instead of aborting the whole comparison.
@@ -131,33 +134,66 @@ def compare_policies(
                 )
             )
             continue
-        sched, timeline = run.schedule, run.timeline
-        report = None
-        if memory:
-            ctx.progress(f"{policy}: memory figures", None, None)
-            report = analyze_memory(
-                graph,
-                sched,
-                timeline=timeline,
-                include_inputs=includes.include_inputs,
-                include_params=includes.include_params,
-            )
         if policy == BASELINE_POLICY:
-            baseline_ms = timeline.makespan_ms
-        speedup = (baseline_ms / timeline.makespan_ms) if baseline_ms and timeline.makespan_ms > 0 else None
-        rows.append(
-            PolicyRow(
-                policy=policy,
-                streams=sched.num_streams,
-                events=sched.num_events,
-                waits=sched.num_waits,
-                makespan_ms=timeline.makespan_ms,
-                speedup=speedup,
-                search_time_s=float(sched.meta.get("search_time_s", time.perf_counter() - t0)),
-                memory=report,
-            )
-        )
+            baseline_ms = run.timeline.makespan_ms
+        rows.append(_row(graph, policy, run, ctx, memory, includes, baseline_ms, time.perf_counter() - t0))
+    for label, schedule in schedules:
+        t0 = time.perf_counter()
+        run = run_schedule(graph, schedule, ctx)
+        rows.append(_row(graph, label, run, ctx, memory, includes, baseline_ms, time.perf_counter() - t0))
     return rows
+
+
+def _row(
+    graph: Graph,
+    label: str,
+    run: PolicyRun,
+    ctx: ScheduleContext,
+    memory: bool,
+    includes: MemoryOptions,
+    baseline_ms: float | None,
+    elapsed_s: float,
+) -> PolicyRow:
+    sched, timeline = run.schedule, run.timeline
+    report = None
+    if memory:
+        ctx.progress(f"{label}: memory figures", None, None)
+        report = analyze_memory(
+            graph,
+            sched,
+            timeline=timeline,
+            include_inputs=includes.include_inputs,
+            include_params=includes.include_params,
+            time_limit_s=ctx.time_limit_s,
+            progress=_prefixed(ctx, label),
+        )
+    speedup = (baseline_ms / timeline.makespan_ms) if baseline_ms and timeline.makespan_ms > 0 else None
+    return PolicyRow(
+        policy=label,
+        streams=sched.num_streams,
+        events=sched.num_events,
+        waits=sched.num_waits,
+        makespan_ms=timeline.makespan_ms,
+        speedup=speedup,
+        search_time_s=_seconds(sched.meta.get("search_time_s"), elapsed_s),
+        memory=report,
+    )
+
+
+def _seconds(recorded: Any, elapsed_s: float) -> float:
+    """The search time a schedule records, if it is a number (a saved file may say anything)."""
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and math.isfinite(recorded):
+        return float(recorded)
+    return elapsed_s
+
+
+def _prefixed(ctx: ScheduleContext, label: str):
+    """The context's progress callback with each step named after ``label``."""
+
+    def report(step: str, done: int | None = None, total: int | None = None) -> None:
+        ctx.progress(f"{label}: {step}", done, total)
+
+    return report
 
 
 @dataclass(frozen=True)
@@ -173,12 +209,17 @@ def memory_curves(
     graph: Graph, policies: Sequence[str], ctx: ScheduleContext | None = None
 ) -> list[MemoryCurve]:
     """A ``MemoryCurve`` per policy (what ``streamplan plot`` draws)."""
-    out = []
-    for p in policies:
-        run = run_policy(graph, p, ctx)
-        out.append(
-            MemoryCurve(
-                run, simulated_memory(graph, run.schedule, run.timeline), worst_case_peak(graph, run.schedule)
-            )
-        )
-    return out
+    return [memory_curve(graph, run_policy(graph, p, ctx), ctx) for p in policies]
+
+
+def memory_curve(graph: Graph, run: PolicyRun, ctx: ScheduleContext | None = None) -> MemoryCurve:
+    """``run``'s live memory over its simulated timeline, and its worst-case peak."""
+    ctx = ctx or DEFAULT_CONTEXT
+    ctx.progress(f"{run.policy}: worst-case peak", None, None)
+    return MemoryCurve(
+        run,
+        simulated_memory(graph, run.schedule, run.timeline),
+        worst_case_peak(
+            graph, run.schedule, time_limit_s=ctx.time_limit_s, progress=_prefixed(ctx, run.policy)
+        ),
+    )

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import PolicyRun, run_policy
+from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.explain import PeakComparison, PeakExplanation, compare_peaks, explain_peak
 from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.memory.liveness import liveness
-from streamplan.memory.report import analyze_memory
+from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import simulated_memory
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
@@ -73,23 +73,35 @@ def explain_run(
     ctx = ctx or DEFAULT_CONTEXT
     ctx.progress("explaining the peaks", None, None)
     s = run.schedule
+    report = analyze_memory(
+        graph, s, timeline=run.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
+    )
     if vs_schedule is not None:
-        result: PeakExplanation | PeakComparison = compare_peaks(graph, vs_schedule, s)
+        # both sides simulated on the same cost model, so both report a simulated peak
+        base = run_schedule(graph, vs_schedule, ctx)
+        base_report = analyze_memory(
+            graph, vs_schedule, timeline=base.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
+        )
+        result: PeakExplanation | PeakComparison = compare_peaks(
+            graph, vs_schedule, s, base_report=base_report, other_report=report
+        )
     else:
-        result = explain_peak(graph, s, report=analyze_memory(graph, s, timeline=run.timeline))
+        result = explain_peak(graph, s, report=report)
     return ExplainResult(
         run=run,
         explanation=result,
-        simulated=simulated_note(graph, run, ctx.cost.device_name),
-        serial_peak_note=serial_peak_note(graph, s),
+        simulated=simulated_note(graph, run, ctx.cost.device_name, report=report),
+        serial_peak_note=serial_peak_note(graph, s, report=report),
     )
 
 
-def serial_peak_note(graph: Graph, schedule: StreamSchedule) -> str | None:
+def serial_peak_note(
+    graph: Graph, schedule: StreamSchedule, *, report: MemoryReport | None = None
+) -> str | None:
     """Say so when the worst-case peak happens where nothing can run concurrently: then no
     stream policy can change it (the first explanation in the seed discussion)."""
     live = liveness(graph, schedule)
-    wc = worst_case_peak(graph, schedule, live=live)
+    wc = report.worst_case if report is not None else worst_case_peak(graph, schedule, live=live)
     if not wc.running or schedule.num_streams < 2:
         return None
     others = schedule.launch_order
@@ -103,29 +115,40 @@ def serial_peak_note(graph: Graph, schedule: StreamSchedule) -> str | None:
     )
 
 
-def simulated_note(graph: Graph, run: PolicyRun, device: str) -> SimulatedNote:
+def simulated_note(
+    graph: Graph, run: PolicyRun, device: str, *, report: MemoryReport | None = None
+) -> SimulatedNote:
     """Where the simulated peak falls, which ops overlap there, and whether launches or kernels
     dominate the predicted timeline (which decides how close it gets to the worst case)."""
     schedule, timeline = run.schedule, run.timeline
-    mem = simulated_memory(graph, schedule, timeline)
-    worst = worst_case_peak(graph, schedule)
-    host = host_order_peak_bytes(graph, schedule)
+    mem = report.simulated if report is not None and report.simulated is not None else None
+    mem = mem or simulated_memory(graph, schedule, timeline)
+    worst = report.worst_case if report is not None else worst_case_peak(graph, schedule)
+    host = report.host_order_peak_bytes if report is not None else host_order_peak_bytes(graph, schedule)
     busy = sum(timeline.stream_busy_ms.values())
     launch_ms = max((sp.launch_ms for sp in timeline.spans), default=0.0)
     kernels_ms = max(timeline.stream_busy_ms.values(), default=0.0)
     bound = "launch-bound" if launch_ms >= kernels_ms else "kernel-bound"
-    running = ", ".join(mem.running_at_peak) or "nothing"
+    ops = mem.running_at_peak
+    running = (
+        "nothing runs at the peak"
+        if not ops
+        else f"{ops[0]} runs alone at the peak"
+        if len(ops) == 1
+        else f"{', '.join(ops)} overlap at the peak"
+    )
     if schedule.num_streams < 2:
         where = "one stream: nothing overlaps, so every figure agrees"
     elif mem.peak_bytes >= worst.upper_bytes:
-        where = f"this timing reaches the worst case: {running} overlap at the peak"
+        where = f"this timing reaches the worst case: {running}"
     elif mem.peak_bytes <= host:
         where = (
-            "in this timing the branches do not overlap where memory peaks, so it stays at the "
-            "host-order figure; slower kernels or faster launches would raise it"
+            "in this timing the branches do not overlap where memory peaks, so it "
+            + ("equals" if mem.peak_bytes == host else "stays below")
+            + " the host-order figure; slower kernels or faster launches would raise it"
         )
     else:
-        where = f"between the host-order and worst-case figures ({running} overlap at the peak)"
+        where = f"between the host-order and worst-case figures ({running})"
     why = (
         "the host issues launches no faster than the kernels run, so streams often sit idle and "
         "branches overlap only briefly"

@@ -11,6 +11,7 @@ from streamplan.cost.measured import MeasuredCostModel
 from streamplan.ir.graph import Graph
 from streamplan.memory.allocators import MODELS, OpMemory, replay
 from streamplan.memory.allocators.report import AllocatorReport
+from streamplan.memory.liveness import liveness
 from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
@@ -52,6 +53,9 @@ def analyze_run_memory(
     cost = ctx.cost
     op_memory = OpMemory.from_table(graph, cost.table) if isinstance(cost, MeasuredCostModel) else None
     ctx.progress("memory figures", None, None)
+    live = liveness(
+        graph, run.schedule, include_inputs=includes.include_inputs, include_params=includes.include_params
+    )
     report = analyze_memory(
         graph,
         run.schedule,
@@ -60,6 +64,9 @@ def analyze_run_memory(
         include_params=includes.include_params,
         device_memory_bytes=device_memory_bytes,
         op_memory=op_memory,
+        time_limit_s=ctx.time_limit_s,
+        progress=ctx.progress,
+        live=live,
     )
     allocators = {}
     for m in MODELS:
@@ -73,6 +80,7 @@ def analyze_run_memory(
             include_params=includes.include_params,
             device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None,
             op_memory=op_memory if m == "torch-cuda" else None,
+            live=live,
         )
     return MemoryAnalysis(
         run=run,

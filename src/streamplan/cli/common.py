@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from streamplan.errors import ModelSpecError, StreamplanError
+from streamplan.errors import ModelSpecError, ScheduleError, StreamplanError
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 110)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -26,20 +26,49 @@ def policy_help() -> str:
 
 
 ModelArg = typer.Argument(..., help="zoo name, random:N[:seed], graph.json, or file.py:function")
-BatchOpt = typer.Option(None, "--batch", help="rebuild the example inputs at this batch size")
+BatchOpt = typer.Option(
+    None, "--batch", help="rebuild the model's example inputs at this batch size (not for graph .json files)"
+)
 DtypeOpt = typer.Option(None, "--dtype", help="float32 (default), float16, bfloat16, float64")
-JsonOpt = typer.Option(False, "--json", help="print machine-readable JSON only (errors too)")
+JsonOpt = typer.Option(
+    False, "--json", help='print machine-readable JSON only; an error is a JSON object {"error": ...}'
+)
 StreamsOpt = typer.Option(8, "--max-streams", min=1, help="cap on streams (hardware default: 8 queues)")
 DeviceOpt = typer.Option("v100", "--device", help=f"cost-model device profile: {PROFILES}")
 PolicyOpt = typer.Option("asap", "--policy", "-p", help=policy_help())
-ForceOpt = typer.Option(False, "--force", help="overwrite the output file if it exists")
-IncludeInputsOpt = typer.Option(False, "--include-inputs", help="count graph inputs in memory figures")
-IncludeParamsOpt = typer.Option(False, "--include-params", help="count params/buffers in memory figures")
+ForceOpt = typer.Option(False, "--force", help="overwrite the output file if it exists (never an input file)")
+IncludeInputsOpt = typer.Option(
+    False, "--include-inputs", help="also count the graph's inputs in the memory figures (resident)"
+)
+IncludeParamsOpt = typer.Option(
+    False, "--include-params", help="also count parameters, buffers and constants in the memory figures"
+)
+NoCacheOpt = typer.Option(
+    False,
+    "--no-cache",
+    help="capture the model again instead of reading the cache of captured graphs (`streamplan cache info`)",
+)
+ScheduleFileOpt = typer.Option(
+    None, "--schedule", help="use a saved schedule (`streamplan schedule -o FILE`) instead of --policy"
+)
+TimeLimitOpt = typer.Option(
+    10.0,
+    "--time-limit",
+    min=0.01,
+    help="seconds each exact search may take (the ios policy, the worst-case peak solver); "
+    "a longer limit can narrow a worst-case interval [a, b] to one exact figure",
+)
 MeasuredOpt = typer.Option(
     None,
     "--measured",
     help="measured op table (bench/gpu_validate.py --measured-out): op times for the simulator "
     "(the --device profile covers ops it lacks) and op scratch for the torch-cuda replay",
+)
+
+INTERVAL_NOTE = (
+    "a worst-case figure [a, b] is an interval: the solver proved the peak over all timings lies "
+    "between a (a timing that reaches it) and b (a proven bound) but stopped before pinning it; "
+    "a longer --time-limit can close it"
 )
 
 
@@ -78,13 +107,33 @@ def parse_policies(text: list[str] | None, default: str = DEFAULT_POLICIES) -> l
     return list(dict.fromkeys(items))
 
 
-def load_graph(model: str, batch: int | None, dtype: str | None, progress=None):
-    """The model's graph (captured, built or read), with a progress step while it loads."""
+def load_graph(model: str, batch: int | None, dtype: str | None, progress=None, *, no_cache: bool = False):
+    """The model's graph (captured, built or read; captures through the capture cache unless
+    ``no_cache``), with a progress step while it loads."""
+    from streamplan.cache import CaptureCache
     from streamplan.models import ModelRequest
+    from streamplan.progress import no_progress
 
-    if progress is not None:
-        progress(f"loading {model}", None, None)
-    return ModelRequest(model, batch=batch, dtype=dtype).load()
+    request = ModelRequest(model, batch=batch, dtype=dtype)
+    return request.load(cache=None if no_cache else CaptureCache(), progress=progress or no_progress)
+
+
+def load_schedule(path: str, graph):
+    """A saved schedule for ``graph``: made for another graph (by its fingerprint) and not
+    fitting this one is one line saying so; made for another batch of the same graph and
+    fitting, a note on stderr."""
+    from streamplan.ir.fingerprint import fingerprint_mismatch
+    from streamplan.ir.schedule import StreamSchedule, structure_problems
+
+    s = StreamSchedule.load(path)
+    mismatch = fingerprint_mismatch(s.meta, graph)
+    if mismatch is not None:
+        if structure_problems(graph, s):
+            raise ScheduleError(
+                mismatch, where=path, hint="make a schedule for this model with `streamplan schedule`"
+            )
+        err.print(f"note: {mismatch}; its ops are the same, so it is used as it is", markup=False)
+    return s
 
 
 def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:

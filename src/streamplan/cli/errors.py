@@ -5,7 +5,7 @@
 1    an invalid schedule (``verify``), or an internal error (a bug: please report)
 2    a user error: bad model, file, option or budget — what, where, what to do
 3    ``memory``: the predicted run does not fit the device memory given
-130  interrupted (Ctrl-C)
+130  interrupted (Ctrl-C or SIGINT): worker threads are stopped, no output file is half-written
 ===  ==========================================================================
 """
 
@@ -14,7 +14,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
+import threading
 
 import typer
 from rich.console import Console
@@ -45,6 +47,16 @@ def _click_exceptions():
     return tuple(errors), tuple(exits), tuple(aborts)
 
 
+def _interruptible() -> None:
+    """Make SIGINT raise KeyboardInterrupt even when it was inherited as ignored (a job started
+    in the background by a script): ``kill -INT`` must stop a long ``run`` with status 130."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
+        signal.SIG_IGN,
+        None,
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _wants_json(argv: list[str]) -> bool:
     return "--json" in argv
 
@@ -62,9 +74,12 @@ def run_app(app: typer.Typer, out: Console, err: Console) -> None:
     """
     click_error, click_exit, click_abort = _click_exceptions()
     as_json = _wants_json(sys.argv[1:])
+    _interruptible()
     try:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
+            if rc == EXIT_INTERRUPTED:  # typer returns Ctrl-C as status 130
+                err.print("interrupted")
             sys.exit(rc)
     except StreamplanError as e:
         if as_json:
@@ -84,7 +99,10 @@ def run_app(app: typer.Typer, out: Console, err: Console) -> None:
         err.print("  hint: run with --help for the options", markup=False)
         sys.exit(EXIT_USER_ERROR)
     except click_exit as e:
-        sys.exit(getattr(e, "exit_code", 0))
+        code = getattr(e, "exit_code", 0)
+        if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
+            err.print("interrupted")
+        sys.exit(code)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(EXIT_INTERRUPTED)

@@ -12,6 +12,7 @@ from streamplan.cli.common import (
     ForceOpt,
     JsonOpt,
     ModelArg,
+    NoCacheOpt,
     emit_json,
     err,
     load_graph,
@@ -49,17 +50,19 @@ def show(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
+    no_cache: bool = NoCacheOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Summarise a model's graph: ops, bytes, critical path, maximum parallelism."""
     from streamplan.ir.analysis import critical_path_ops, max_parallelism
 
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
         progress("maximum parallelism", None, None)
         par = max_parallelism(g)
     info = {
         "model": g.name,
+        "batch": g.meta.get("batch"),
         "ops": len(g.nodes),
         "values": len(g.values),
         "param_count": g.param_count(),
@@ -82,6 +85,8 @@ def show(
     t = Table(title=f"{g.name}", show_header=False, show_edge=False)
     t.add_column(style="bold")
     t.add_column()
+    if info["batch"] is not None:
+        t.add_row("batch", str(info["batch"]))
     t.add_row("ops", f"{info['ops']:,}")
     t.add_row("values", f"{info['values']:,}")
     t.add_row("parameters", f"{info['param_count']:,} ({fmt_bytes(info['param_bytes'])})")
@@ -104,6 +109,7 @@ def export(
     output: str = typer.Option(..., "-o", "--output", help="graph JSON to write"),
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Save a model's graph as JSON (loadable everywhere a model is named)."""
@@ -112,6 +118,6 @@ def export(
 
     check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
     write_file(output, dumps(g), force=force, protected=(model,))
     err.print(f"wrote {output}: {len(g.nodes)} ops")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import (
+    INTERVAL_NOTE,
     BatchOpt,
     DeviceOpt,
     DtypeOpt,
@@ -17,24 +19,57 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    NoCacheOpt,
     PolicyOpt,
+    ScheduleFileOpt,
     StreamsOpt,
+    TimeLimitOpt,
     check_file,
     emit_json,
     err,
     load_graph,
+    load_schedule,
     out,
     parse_policies,
     write_file,
 )
+from streamplan.cli.errors import EXIT_OUT_OF_MEMORY
 from streamplan.cli.progress import progress_display
 from streamplan.errors import ModelSpecError
 
+MEMORY_HELP = f"""Every memory figure for one schedule, the allocator replays, and the host-order trace.
 
-@app.command("memory")
+\b
+Figures (bytes, shown in MiB = 2^20 B; docs/memory.md explains each):
+  host-order peak   what a program-order estimator reports (launch order, no concurrency)
+  worst-case peak   the most ever live at once over every timing the schedule allows
+  simulated peak    live bytes along the one timeline the cost model predicts
+  torch-cuda        the caching allocator's max_memory_allocated / max_memory_reserved
+  static arena      one buffer with fixed offsets valid for every timing, and its lower bound
+  allocator replays exact, page, pow2 and torch-cuda replays of the host order
+
+With --device-memory-gib, a predicted out-of-memory (the torch-cuda replay does not fit) is
+the first line of the output, and the command ends with exit status {EXIT_OUT_OF_MEMORY}.
+
+{INTERVAL_NOTE[0].upper() + INTERVAL_NOTE[1:]}."""
+
+
+def _device_memory_bytes(gib: float | None) -> int | None:
+    if gib is None:
+        return None
+    if not math.isfinite(gib) or gib <= 0:
+        raise ModelSpecError(
+            f"--device-memory-gib must be a positive number of GiB, got {gib:g} GiB",
+            hint="give the device's memory in GiB, e.g. --device-memory-gib 16",
+        )
+    return int(gib * (1 << 30))
+
+
+@app.command("memory", help=MEMORY_HELP)
 def memory_cmd(
     model: str = ModelArg,
     policy: str = PolicyOpt,
+    schedule_file: str | None = ScheduleFileOpt,
     device: str = DeviceOpt,
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
@@ -42,55 +77,98 @@ def memory_cmd(
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
     device_memory: float | None = typer.Option(
-        None, "--device-memory-gib", help="check the torch-cuda replay against this capacity (GiB)"
+        None,
+        "--device-memory-gib",
+        help=f"the device's memory in GiB: the torch-cuda replay runs against it; exit {EXIT_OUT_OF_MEMORY} "
+        "when it does not fit",
     ),
     measured: str | None = MeasuredOpt,
+    time_limit: float = TimeLimitOpt,
+    no_cache: bool = NoCacheOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Every memory figure for one schedule, and the host-order trace."""
-    from streamplan.app.analysis import MemoryOptions, run_policy
+    from streamplan.app.analysis import MemoryOptions, run_policy, run_schedule
     from streamplan.app.context import make_context
     from streamplan.app.memory import analyze_run_memory
     from streamplan.report.views import memory_lines
 
+    capacity = _device_memory_bytes(device_memory)
     with progress_display(err) as progress:
-        ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
-        run = run_policy(g, policy, ctx)
+        ctx = make_context(
+            device=device,
+            measured=measured,
+            max_streams=max_streams,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        saved = load_schedule(schedule_file, g) if schedule_file else None
+        run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
         analysis = analyze_run_memory(
             g,
             run,
             ctx,
             includes=MemoryOptions(include_inputs, include_params),
-            device_memory_bytes=int(device_memory * (1 << 30)) if device_memory else None,
+            device_memory_bytes=capacity,
         )
+    oom = analysis.allocators["torch-cuda"].oom if "torch-cuda" in analysis.allocators else None
     if as_json:
-        emit_json(analysis.to_dict())
-        return
-    for line in memory_lines(analysis):
-        out.print(line, markup=False)
+        d = analysis.to_dict()
+        d["out_of_memory"] = None if oom is None else oom.to_dict()
+        emit_json(d)
+    else:
+        if oom is not None:
+            at = f"at {oom.op}" if oom.op else "before the first op (resident tensors)"
+            out.print(
+                f"OUT OF MEMORY: {g.name} under {run.policy} does not fit in {device_memory:g} GiB: the "
+                f"torch-cuda replay fails {at} asking for {oom.device_request_bytes / (1 << 20):.2f} MiB "
+                f"(exit status {EXIT_OUT_OF_MEMORY})",
+                markup=False,
+            )
+        for line in memory_lines(analysis):
+            out.print(line, markup=False)
+    if oom is not None:
+        raise typer.Exit(EXIT_OUT_OF_MEMORY)
 
 
 @app.command()
 def explain(
     model: str = ModelArg,
     policy: str = PolicyOpt,
-    vs: str | None = typer.Option("sequential", "--vs", help="compare with this policy"),
+    schedule_file: str | None = ScheduleFileOpt,
+    vs: str | None = typer.Option(
+        "sequential", "--vs", help="compare with this policy, or with a saved schedule file (.json)"
+    ),
     device: str = DeviceOpt,
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    time_limit: float = TimeLimitOpt,
+    no_cache: bool = NoCacheOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Which tensors set the peak, and which concurrency made more of them coexist."""
+    from streamplan.app.analysis import run_policy, run_schedule
     from streamplan.app.context import make_context
-    from streamplan.app.explain import explain_policy
+    from streamplan.app.explain import explain_run
     from streamplan.report.views import explain_lines
+    from streamplan.schedule.registry import policy_info
 
+    if vs and not vs.endswith(".json"):
+        policy_info(vs)  # an unknown policy fails before the capture
+    if not schedule_file:
+        policy_info(policy)
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
-        result = explain_policy(g, policy, ctx, vs=vs)
+        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        saved = load_schedule(schedule_file, g) if schedule_file else None
+        run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
+        base = None
+        if vs and vs.endswith(".json"):
+            base = load_schedule(vs, g)
+        elif vs and vs != run.policy:
+            base = run_policy(g, vs, ctx).schedule
+        result = explain_run(g, run, ctx, vs_schedule=base)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -101,16 +179,23 @@ def explain(
 @app.command()
 def plot(
     model: str = ModelArg,
-    policies: list[str] | None = typer.Option(None, "--policies", help="comma-separated"),
+    policies: list[str] | None = typer.Option(
+        None, "--policies", help="comma-separated policies to draw; default sequential,asap"
+    ),
+    schedule_files: list[str] | None = typer.Option(
+        None, "--schedule", help="also draw a saved schedule (repeatable); alone, it is drawn with sequential"
+    ),
     output: str = typer.Option(..., "-o", "--output", help="image to write: .png, .svg or .pdf"),
     device: str = DeviceOpt,
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    time_limit: float = TimeLimitOpt,
+    no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
-    from streamplan.app.analysis import memory_curves
+    from streamplan.app.analysis import memory_curve, memory_curves, run_schedule
     from streamplan.app.context import make_context
     from streamplan.report.plot import FORMATS, render
 
@@ -120,13 +205,15 @@ def plot(
             f"cannot tell the image format from {output!r}",
             hint=f"end the file name with .{', .'.join(FORMATS)}",
         )
-    check_file(output, force=force, protected=(model,))
-    names = parse_policies(policies, default="sequential,asap")
+    check_file(output, force=force, protected=(model, *(schedule_files or ())))
+    names = parse_policies(policies, default="sequential" if schedule_files else "sequential,asap")
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        saved = [load_schedule(f, g) for f in schedule_files or ()]
         curves = memory_curves(g, names, ctx)
+        curves += [memory_curve(g, run_schedule(g, s, ctx), ctx) for s in saved]
         progress("drawing", None, None)
         image = render(g, curves, device, fmt=fmt)
-    write_file(output, image, force=force, protected=(model,))
+    write_file(output, image, force=force, protected=(model, *(schedule_files or ())))
     err.print(f"wrote {output}")

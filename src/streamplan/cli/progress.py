@@ -35,6 +35,8 @@ def progress_display(console: Console, *, enabled: bool = True, eta: bool = Fals
     if not enabled or not (console.is_terminal or _forced()):
         yield no_progress
         return
+    if not console.is_terminal:  # forced (tests): draw as on a terminal, on the same stream
+        console = Console(file=console.file, force_terminal=True, width=100)
     columns: list[ProgressColumn] = [
         SpinnerColumn(),
         TextColumn("{task.description}"),

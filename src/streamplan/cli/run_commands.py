@@ -10,12 +10,15 @@ from streamplan.cli.common import (
     ForceOpt,
     JsonOpt,
     ModelArg,
+    NoCacheOpt,
     PolicyOpt,
+    ScheduleFileOpt,
     StreamsOpt,
     check_file,
     emit_json,
     err,
     load_graph,
+    load_schedule,
     out,
     write_file,
 )
@@ -35,12 +38,11 @@ def run(
     chaos: bool = typer.Option(False, "--chaos", help="random delays before ops (a missing wait shows up)"),
     repeat: int = typer.Option(5, "--repeat", min=1, help="timed runs; the median is reported"),
     seed: int = typer.Option(0, "--seed", help="seed of the random inputs and of the chaos delays"),
-    schedule_file: str | None = typer.Option(
-        None, "--schedule", help="run a saved schedule (verified first) instead of --policy"
-    ),
+    schedule_file: str | None = ScheduleFileOpt,
     trace: str | None = typer.Option(
         None, "--trace", help="write the measured (CPU) and simulated timelines as one Perfetto trace"
     ),
+    no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -48,7 +50,6 @@ def run(
     from streamplan.app.context import make_context
     from streamplan.app.run import check_target, profile_for, run_model
     from streamplan.errors import ModelSpecError
-    from streamplan.ir.schedule import StreamSchedule
     from streamplan.report.views import run_lines
 
     if on in ("v100", "a100", "h100", "h200"):
@@ -63,10 +64,10 @@ def run(
                 hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
             )
         check_file(trace, force=force, protected=(model,))
-    saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
         ctx = make_context(device=device or profile_for(on), max_streams=max_streams, progress=progress)
-        graph = load_graph(model, batch, None, progress)
+        graph = load_graph(model, batch, None, progress, no_cache=no_cache)
+        saved = load_schedule(schedule_file, graph) if schedule_file else None
         report = run_model(
             model,
             saved.policy if saved else policy,

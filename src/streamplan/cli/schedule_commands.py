@@ -7,6 +7,7 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import (
     DEFAULT_POLICIES,
+    INTERVAL_NOTE,
     BatchOpt,
     DeviceOpt,
     DtypeOpt,
@@ -16,12 +17,16 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    NoCacheOpt,
     PolicyOpt,
+    ScheduleFileOpt,
     StreamsOpt,
+    TimeLimitOpt,
     check_file,
     emit_json,
     err,
     load_graph,
+    load_schedule,
     out,
     parse_policies,
     write_file,
@@ -38,19 +43,25 @@ def schedule(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     device: str = DeviceOpt,
-    output: str | None = typer.Option(None, "-o", "--output", help="schedule JSON to write"),
+    output: str | None = typer.Option(
+        None, "-o", "--output", help="schedule JSON to write (with the fingerprint of the graph it is for)"
+    ),
+    time_limit: float = TimeLimitOpt,
+    no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Schedule a model with a policy; print it or save it as JSON."""
     from streamplan.app.context import make_context
-    from streamplan.schedule.registry import make_schedule
+    from streamplan.schedule.registry import make_schedule, policy_info
 
+    policy_info(policy)  # an unknown policy fails before the capture
     if output:
         check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        progress(f"{policy}: scheduling", None, None)
         s = make_schedule(g, policy, ctx)
     if output:
         write_file(output, s.dumps(), force=force, protected=(model,))
@@ -67,19 +78,24 @@ def schedule(
 @app.command("verify")
 def verify_cmd(
     model: str = ModelArg,
-    schedule_file: str = typer.Argument(..., help="schedule JSON"),
+    schedule_file: str = typer.Argument(..., help="schedule JSON (`streamplan schedule -o FILE`)"),
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    no_cache: bool = NoCacheOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
-    from streamplan.ir.schedule import StreamSchedule
+    from streamplan.ir.fingerprint import fingerprint_mismatch
+    from streamplan.ir.schedule import StreamSchedule, structure_problems
     from streamplan.schedule.verify import check_schedule
 
     s = StreamSchedule.load(schedule_file)
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress)
-    problems = check_schedule(g, s)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        progress("verifying", None, None)
+        mismatch = fingerprint_mismatch(s.meta, g)
+        # made for another graph: say that in one line rather than list every unknown op
+        problems = [mismatch] if mismatch and structure_problems(g, s) else check_schedule(g, s)
     if as_json:
         emit_json({"valid": not problems, "problems": problems})
     elif problems:
@@ -101,24 +117,33 @@ def simulate(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
-    schedule_file: str | None = typer.Option(None, "--schedule", help="use a saved schedule"),
-    trace: str | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace JSON"),
+    schedule_file: str | None = ScheduleFileOpt,
+    trace: str | None = typer.Option(
+        None, "--trace", help="write the simulated timeline as a Perfetto/Chrome trace JSON"
+    ),
     force: bool = ForceOpt,
     measured: str | None = MeasuredOpt,
+    time_limit: float = TimeLimitOpt,
+    no_cache: bool = NoCacheOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
     from streamplan.app.analysis import run_policy, run_schedule
     from streamplan.app.context import MeasuredCoverage, make_context
-    from streamplan.ir.schedule import StreamSchedule
     from streamplan.report.trace import dumps_trace
 
     if trace:
         check_file(trace, force=force, protected=(model,))
-    saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
-        ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(
+            device=device,
+            measured=measured,
+            max_streams=max_streams,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        saved = load_schedule(schedule_file, g) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
     s, tl = run.schedule, run.timeline
     if trace:
@@ -160,38 +185,63 @@ def simulate(
         err.print(f"wrote {trace} (open in ui.perfetto.dev)")
 
 
-@app.command()
+COMPARE_HELP = f"""Compare policies side by side: streams, events, simulated latency, speedup, memory.
+
+\b
+Latency table:
+  streams, events  CUDA streams used, and events recorded for cross-stream waits
+  latency          simulated makespan on the --device profile
+  speedup          sequential's latency divided by this row's
+  search           seconds the policy took to find its schedule
+Memory table (MiB = 2^20 B; docs/memory.md explains each figure):
+  host-order       peak of a program-order estimate (launch order, no concurrency)
+  worst-case       the most ever live at once over every timing the schedule allows
+  simulated        peak along the one timeline the cost model predicts
+  torch alloc/resv torch-cuda caching allocator: max_memory_allocated / max_memory_reserved
+  arena, arena LB  one fixed-offset buffer valid for every timing, and its lower bound
+
+{INTERVAL_NOTE[0].upper() + INTERVAL_NOTE[1:]}."""
+
+
+@app.command(help=COMPARE_HELP)
 def compare(
     model: str = ModelArg,
     policies: list[str] | None = typer.Option(
-        None, "--policies", help=f"comma-separated; default {DEFAULT_POLICIES}"
+        None,
+        "--policies",
+        help=f"comma-separated policies; default {DEFAULT_POLICIES} (sequential alone with --schedule)",
+    ),
+    schedule_files: list[str] | None = typer.Option(
+        None, "--schedule", help="also compare a saved schedule (repeatable), one row per file"
     ),
     device: str = DeviceOpt,
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
-    memory: bool = typer.Option(True, "--memory/--no-memory", help="also analyse memory"),
+    memory: bool = typer.Option(True, "--memory/--no-memory", help="also compute every memory figure"),
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
+    time_limit: float = TimeLimitOpt,
+    no_cache: bool = NoCacheOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Compare policies side by side: streams, events, simulated latency, speedup, memory."""
     from streamplan.app.analysis import MemoryOptions, compare_policies
     from streamplan.app.context import make_context
     from streamplan.report.tables import compare_table
 
-    names = parse_policies(policies)
+    names = parse_policies(policies, default="sequential" if schedule_files else DEFAULT_POLICIES)
     includes = MemoryOptions(include_inputs, include_params)
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
-        rows = compare_policies(g, names, ctx, memory=memory, includes=includes)
+        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
+        rows = compare_policies(g, names, ctx, memory=memory, includes=includes, schedules=saved)
     if as_json:
         emit_json(
             {
                 "model": g.name,
                 "device": device,
-                "batch": batch or 1,
+                "batch": g.meta.get("batch"),  # what the graph was built at (null: unknown)
                 "memory_includes": includes.describe(),
                 "rows": [r.to_dict() for r in rows],
             }
@@ -200,4 +250,6 @@ def compare(
     out.print(compare_table(g, rows, device, memory, includes.describe()))
     for r in rows:
         if r.error:
-            out.print(f"[red]{r.policy}[/red]: {r.error}")
+            out.print(f"{r.policy}: {r.error}", markup=False)
+    if memory and any(r.memory is not None and not r.memory.worst_case.exact for r in rows):
+        out.print(f"note: {INTERVAL_NOTE}.", markup=False)

@@ -17,6 +17,7 @@ Two nodes with the same signature cost the same. ``scratch_bytes`` and
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from streamplan.errors import FileFormatError
 from streamplan.ir.graph import Graph, Node
 
 SCHEMA = "streamplan.measured"
+MAX_OP_MS = 1e9  # a measured op time beyond this (11 days) is not a measurement
 
 
 def op_signature(graph: Graph, node: Node) -> str:
@@ -87,6 +89,11 @@ class MeasuredTable:
             if not isinstance(data, dict) or data.get("schema") != SCHEMA:
                 raise ValueError(f'schema is not "{SCHEMA}"')
             ops = {str(k): float(v) for k, v in data["ops"].items()}
+            bad = next((k for k, v in ops.items() if not (math.isfinite(v) and 0 <= v <= MAX_OP_MS)), None)
+            if bad is not None:
+                raise ValueError(
+                    f"op time of {bad!r:.80} is {ops[bad]}: times are ms from 0 to {MAX_OP_MS:g}"
+                )
             scratch = {str(k): int(v) for k, v in data.get("scratch_bytes", {}).items()}
             if any(v < 0 for v in scratch.values()) or int(data.get("stream_workspace_bytes", 0)) < 0:
                 raise ValueError("byte counts must not be negative")

@@ -6,6 +6,9 @@ from streamplan.errors import GraphError
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.graph import VALUE_KINDS, Graph
 
+MAX_BYTES = 1 << 50  # a PiB: no tensor of a real model comes near
+MAX_COST = 10**18  # flops or bytes moved by one op
+
 
 def verify(graph: Graph) -> Graph:
     """Raise ``GraphError`` on the first broken invariant; return the graph otherwise.
@@ -34,6 +37,12 @@ def verify(graph: Graph) -> Graph:
             raise GraphError(f"value {vid!r} has unknown dtype {v.dtype!r}", where=graph.name)
         if v.nbytes < 0 or any((not isinstance(d, int)) or d < 0 for d in v.shape):
             raise GraphError(f"value {vid!r} has a negative or non-integer size", where=graph.name)
+        if v.nbytes > MAX_BYTES or any(d > MAX_BYTES for d in v.shape):
+            raise GraphError(
+                f"value {vid!r} is larger than any device ({v.nbytes} bytes, shape {v.shape})",
+                where=graph.name,
+                hint="sizes are bytes and dimensions below 2^50",
+            )
         root = graph.values.get(v.storage)
         if root is None:
             raise GraphError(
@@ -57,6 +66,10 @@ def verify(graph: Graph) -> Graph:
             written.setdefault(vid, "<constant>")
 
     for n in graph.nodes:
+        for fact in ("flops", "bytes_read", "bytes_written"):
+            x = getattr(n, fact)
+            if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_COST:
+                _fail(graph, n.id, f"{fact} of {n.id!r} is {x!r}", f"{fact} is an integer from 0 to 10^18")
         for vid in n.inputs:
             if vid not in graph.values:
                 _fail(

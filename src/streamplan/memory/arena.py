@@ -89,31 +89,45 @@ class _Ranges:
         for life in live.lives:
             if life.creator is not None:
                 self.created.setdefault(life.creator, []).append(life)
-        born_at = [i for i, life in enumerate(live.lives) if life.creator is not None]
-        born = [live.lives[i] for i in born_at]
+        self.born_at = np.array(
+            [i for i, life in enumerate(live.lives) if life.creator is not None], dtype=np.int64
+        )
+        born = [live.lives[i] for i in self.born_at]
         big = np.iinfo(np.int64).max
-        death = np.array([live.death_clock(x) or (big,) * k for x in born], dtype=np.int64).reshape(-1, k)
-        pos = np.array([live.lifetimes.birth[i] for i in born_at], dtype=np.int64)
+        death = _death_clocks(live, born, k, big)
+        pos = (
+            np.array(live.lifetimes.birth, dtype=np.int64)[self.born_at]
+            if len(born)
+            else np.zeros(0, np.int64)
+        )
         first_after = np.zeros((len(born), k), dtype=np.int64)
         dead_from = np.zeros((len(born), k), dtype=np.int64)
-        for t, ops in enumerate(self.ops):
+        before = hb.before_matrix()
+        for t in range(k):
             first_after[:, t] = np.searchsorted(self.launch_pos[t], pos, side="right")
-            clocks = np.array([hb.before[op] for op in ops], dtype=np.int64).reshape(-1, k)
+            clocks = before[self.launch_pos[t]]  # start clocks of stream t's ops, in stream order
             cols = [np.searchsorted(clocks[:, x], death[:, x], side="left") for x in range(k)]
             dead_from[:, t] = np.max(np.stack(cols), axis=0) if cols else 0
-        self.first_after = {x.storage: first_after[i].tolist() for i, x in enumerate(born)}
-        self.dead_from = {x.storage: dead_from[i].tolist() for i, x in enumerate(born)}
+        self.first_after_matrix, self.dead_from_matrix = first_after, dead_from
+        self._row = {x.storage: i for i, x in enumerate(born)}
+
+    @property
+    def first_after(self) -> _RowView:
+        return _RowView(self._row, self.first_after_matrix)
+
+    @property
+    def dead_from(self) -> _RowView:
+        return _RowView(self._row, self.dead_from_matrix)
 
     def pair_count(self) -> int:
         """How many (a, b) conflicts the ranges hold (before residents and same-creator pairs)."""
         total = 0
-        created = [
-            np.array([len(self.created.get(op, ())) for op in ops], dtype=np.int64) for ops in self.ops
-        ]
-        cum = [np.concatenate(([0], np.cumsum(c))) for c in created]
-        for sid, fa in self.first_after.items():
-            df = self.dead_from[sid]
-            total += sum(int(cum[t][max(df[t], fa[t])] - cum[t][fa[t]]) for t in range(len(self.ops)))
+        for t, ops in enumerate(self.ops):
+            counts = np.array([len(self.created.get(op, ())) for op in ops], dtype=np.int64)
+            cum = np.concatenate(([0], np.cumsum(counts)))
+            fa = self.first_after_matrix[:, t]
+            df = np.maximum(self.dead_from_matrix[:, t], fa)
+            total += int((cum[df] - cum[fa]).sum())
         return total
 
     def dead_position(self, life: StorageLife, n: int) -> int:
@@ -123,6 +137,43 @@ class _Ranges:
         df = self.dead_from[life.storage]
         last = [int(self.launch_pos[t][df[t] - 1]) for t in range(len(self.ops)) if df[t] > 0]
         return max(last, default=-1) + 1
+
+    def dead_positions(self, live: Liveness) -> np.ndarray:
+        """``dead_position`` of every storage in ``live.lives`` order, at once."""
+        n = live.lifetimes.n
+        out = np.full(len(live.lives), n, dtype=np.int64)
+        if not len(self.born_at):
+            return out
+        last = np.full(len(self.born_at), -1, dtype=np.int64)
+        for t in range(len(self.ops)):
+            df = self.dead_from_matrix[:, t]
+            if len(self.launch_pos[t]):
+                at = self.launch_pos[t][np.maximum(df - 1, 0)]
+                last = np.maximum(last, np.where(df > 0, at, -1))
+        persistent = np.array([live.lives[i].persistent for i in self.born_at], dtype=bool)
+        out[self.born_at] = np.where(persistent, n, last + 1)
+        return out
+
+
+class _RowView:
+    """``ranges.dead_from[storage]`` (and ``first_after``): one storage's row as a list."""
+
+    def __init__(self, row: dict[str, int], matrix: np.ndarray):
+        self._row, self._matrix = row, matrix
+
+    def __getitem__(self, storage: str) -> list[int]:
+        return self._matrix[self._row[storage]].tolist()
+
+
+def _death_clocks(live: Liveness, born: list[StorageLife], k: int, big: int) -> np.ndarray:
+    """The vector clock after which each storage is dead (``big`` everywhere: never dies)."""
+    after = live.hb.after
+    out = np.full((len(born), k), big, dtype=np.int64)
+    for i, life in enumerate(born):
+        if not life.persistent:
+            last = life.last_users
+            out[i] = after[last[0]] if len(last) == 1 else np.max([after[u] for u in last], axis=0)
+    return out
 
 
 def conflict_pairs(live: Liveness, ranges: _Ranges | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +220,8 @@ def conflict_pairs(live: Liveness, ranges: _Ranges | None = None) -> tuple[np.nd
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     x, y = np.concatenate(first), np.concatenate(second)
     lo, hi = np.minimum(x, y), np.maximum(x, y)
-    key = np.unique(lo * len(lives) + hi)  # residents meet each other twice
+    key = np.sort(lo * len(lives) + hi)  # sorted and deduplicated: residents meet each other twice
+    key = key[np.concatenate(([True], key[1:] != key[:-1]))] if len(key) else key
     return key // len(lives), key % len(lives)
 
 
@@ -329,29 +381,96 @@ def _plan_by_launch_intervals(live: Liveness, r: _Ranges) -> ArenaPlan:
     Each storage gets the launch interval [creator, first position from which every
     op starts after it is dead for sure); overlapping intervals is implied by may-
     coexist, so a placement without interval overlaps is valid. Best fit in birth
-    order against the intervals still open (one numpy pass per storage).
+    order against the intervals still open.
     """
     lt = live.lifetimes
     lives = live.lives
-    off_open = np.zeros(0, dtype=np.int64)
-    end_open = np.zeros(0, dtype=np.int64)
-    dead_open = np.zeros(0, dtype=np.int64)
-    offsets: dict[str, int] = {}
-    top = 0
-    for i in sorted(range(len(lives)), key=lambda i: (lt.birth[i], -lives[i].nbytes)):
-        life, birth = lives[i], lt.birth[i]
-        dead = max(r.dead_position(life, lt.n), birth + 1)
-        keep = dead_open > birth
-        off_open, end_open, dead_open = off_open[keep], end_open[keep], dead_open[keep]
-        off = _best_fit(off_open, end_open, life.nbytes)
-        offsets[life.storage] = off
-        top = max(top, off + life.nbytes)
-        off_open = np.append(off_open, off)
-        end_open = np.append(end_open, off + life.nbytes)
-        dead_open = np.append(dead_open, dead)
+    dead_at = np.maximum(r.dead_positions(live), np.array(lt.birth, dtype=np.int64) + 1).tolist()
+    order = sorted(range(len(lives)), key=lambda i: (lt.birth[i], -lives[i].nbytes))
+    sizes_list = [life.nbytes for life in lives]
+    if all(b > 0 for b in sizes_list):
+        offs = _interval_best_fit(order, lt.birth, sizes_list, dead_at)
+    else:
+        offs = _interval_best_fit_arrays(order, lt.birth, sizes_list, dead_at)
+    offsets = {lives[i].storage: offs[i] for i in range(len(lives))}
+    top = max((offs[i] + sizes_list[i] for i in range(len(lives))), default=0)
     lb = lower_bound(live, r)
     sizes = {s.storage: s.nbytes for s in live.lives}
     return ArenaPlan(offsets, sizes, top, lb.nbytes, lb.exact, lb.members, "launch-interval", live.includes)
+
+
+def _interval_best_fit(order, birth, size, dead) -> list[int]:
+    """``_interval_best_fit_arrays`` for positive sizes, in O(log open) per storage.
+
+    Positive open blocks never overlap (each was placed clear of all open ones), so in
+    offset order each block's gap is its start minus the previous block's end; the gaps
+    are kept sorted by (size, offset), and the first that fits is the smallest one, the
+    lowest of equal ones: the same choice as the array version.
+    """
+    import bisect
+    import heapq
+
+    los: list[int] = []  # open blocks by offset
+    hi_of: dict[int, int] = {}
+    gaps: list[tuple[int, int]] = []  # (gap before the block, block offset)
+    expiry: list[tuple[int, int]] = []  # (dead position, block offset)
+    offs = [0] * len(size)
+
+    def prev_hi(k: int) -> int:
+        return hi_of[los[k - 1]] if k > 0 else 0
+
+    def drop_gap(gap: int, lo: int) -> None:
+        del gaps[bisect.bisect_left(gaps, (gap, lo))]
+
+    for i in order:
+        b = birth[i]
+        while expiry and expiry[0][0] <= b:
+            _, lo = heapq.heappop(expiry)
+            k = bisect.bisect_left(los, lo)
+            before = prev_hi(k)
+            drop_gap(lo - before, lo)
+            if k + 1 < len(los):
+                nxt = los[k + 1]
+                drop_gap(nxt - hi_of[lo], nxt)
+                bisect.insort(gaps, (nxt - before, nxt))
+            del los[k]
+            del hi_of[lo]
+        n = size[i]
+        j = bisect.bisect_left(gaps, (n, -1))
+        if j < len(gaps):
+            gap, lo_next = gaps[j]
+            off = lo_next - gap
+        else:
+            off = hi_of[los[-1]] if los else 0
+        k = bisect.bisect_left(los, off)
+        before = prev_hi(k)
+        if k < len(los):
+            nxt = los[k]
+            drop_gap(nxt - before, nxt)
+            bisect.insort(gaps, (nxt - (off + n), nxt))
+        bisect.insort(gaps, (off - before, off))
+        los.insert(k, off)
+        hi_of[off] = off + n
+        heapq.heappush(expiry, (dead[i], off))
+        offs[i] = off
+    return offs
+
+
+def _interval_best_fit_arrays(order, birth, size, dead) -> list[int]:
+    """Best fit in ``order`` against the blocks whose launch interval is still open."""
+    off_open = np.zeros(0, dtype=np.int64)
+    end_open = np.zeros(0, dtype=np.int64)
+    dead_open = np.zeros(0, dtype=np.int64)
+    offs = [0] * len(size)
+    for i in order:
+        keep = dead_open > birth[i]
+        off_open, end_open, dead_open = off_open[keep], end_open[keep], dead_open[keep]
+        off = _best_fit(off_open, end_open, size[i])
+        offs[i] = off
+        off_open = np.append(off_open, off)
+        end_open = np.append(end_open, off + size[i])
+        dead_open = np.append(dead_open, dead[i])
+    return offs
 
 
 @dataclass(frozen=True)
@@ -377,7 +496,7 @@ def _host_order_clique(live: Liveness) -> LowerBound:
     lt = live.lifetimes
     best, at = -1, -1
     spans = list(zip(lt.birth, lt.death, live.lives, strict=True))
-    points = sorted({max(b, 0) for b, _, _ in spans}) or [0]
+    points = {max(b, 0) for b, _, _ in spans} or {0}  # a set: membership below is O(1)
     delta: dict[int, int] = {}
     for b, d, s in spans:
         delta[max(b, 0)] = delta.get(max(b, 0), 0) + s.nbytes
@@ -419,39 +538,36 @@ def _max_weight_antichain(live: Liveness, r: _Ranges) -> LowerBound:
     for ops in r.ops:
         chain_base.append(chain_base[-1] + len(ops) + 1)
     src, sink, total_nodes = 2 * n, 2 * n + 1, chain_base[-1]
-    u: list[int] = []
-    v: list[int] = []
-    cap: list[int] = []
-
-    def edge(a: int, b: int, c: int) -> None:
-        u.append(a)
-        v.append(b)
-        cap.append(c)
-
-    pos = {s.storage: i for i, s in enumerate(lives)}
-    for i, life in enumerate(lives):
-        edge(src, i, int(w[i]))
-        edge(n + i, sink, int(w[i]))
-        if life.creator is not None:
-            for t, ops in enumerate(r.ops):
-                j = r.dead_from[life.storage][t]
-                if j < len(ops):
-                    edge(i, chain_base[t] + j, inf)
+    born = r.born_at
+    idx = np.arange(n, dtype=np.int64)
+    wi = w.astype(np.int64)
+    us, vs, caps = [np.full(n, src), n + idx], [idx, np.full(n, sink)], [wi, wi]
+    slot, index = live.hb.slot, live.hb.index
     for t, ops in enumerate(r.ops):
-        for j, op in enumerate(ops):
-            edge(chain_base[t] + j, chain_base[t] + j + 1, inf)
-            for b in r.created.get(op, ()):
-                edge(chain_base[t] + j, n + pos[b.storage], inf)
-    graph = csr_matrix(
-        (np.array(cap, dtype=np.int32), (np.array(u), np.array(v))), shape=(total_nodes, total_nodes)
+        j = r.dead_from_matrix[:, t]
+        enter = j < len(ops)  # a is dead for sure before stream t's op j starts
+        us.append(born[enter])
+        vs.append(chain_base[t] + j[enter])
+        caps.append(np.full(int(enter.sum()), inf))
+        along = np.arange(len(ops), dtype=np.int64) + chain_base[t]
+        us.append(along)
+        vs.append(along + 1)
+        caps.append(np.full(len(ops), inf))
+    creator_node = np.array(
+        [chain_base[slot[lives[i].creator]] + index[lives[i].creator] - 1 for i in born], dtype=np.int64
     )
+    us.append(creator_node)
+    vs.append(n + born)
+    caps.append(np.full(len(born), inf))
+    u, v, cap = np.concatenate(us), np.concatenate(vs), np.concatenate(caps)
+    graph = csr_matrix((cap.astype(np.int32), (u, v)), shape=(total_nodes, total_nodes))
     flow = maximum_flow(graph, src, sink)
     residual = graph - flow.flow
     residual.data = np.where(residual.data > 0, residual.data, 0)
     residual.eliminate_zeros()
     reach = np.zeros(total_nodes, dtype=bool)
     reach[breadth_first_order(residual, src, directed=True, return_predecessors=False)] = True
-    pick = [i for i in range(n) if reach[i] and not reach[n + i]]
+    pick = np.nonzero(reach[:n] & ~reach[n : 2 * n])[0].tolist()
     return LowerBound(
         nbytes=sum(lives[i].nbytes for i in pick), members=tuple(lives[i].storage for i in pick), exact=exact
     )

@@ -165,29 +165,28 @@ def explain_peak(
     wc, arena = report.worst_case, report.arena
     notes = []
     if arena.lower_bound_bytes > wc.upper_bytes:
-        k, sizes = (
-            len(arena.bound_storages),
-            {s.nbytes for s in live.lives if s.storage in arena.bound_storages},
-        )
-        at_once = (
-            f"at most {_count(len(wc.live))} ever are at once"
-            if len(sizes) == 1 and wc.exact
-            else f"at most {_mib(wc.upper_bytes)} is ever live at once"
-        )
         notes.append(
-            f"{_count(k)} tensors ({', '.join(arena.bound_storages)}) may pairwise be live together "
-            f"under varying timings, although {at_once}; so no fixed placement fits in "
-            f"{_mib(wc.upper_bytes)}: the static arena needs at least {_mib(arena.lower_bound_bytes)}"
+            f"{_count(len(arena.bound_storages))} tensors ({', '.join(arena.bound_storages)}) may pairwise "
+            f"be live together under varying timings, although {_at_most_at_once(live, wc)}; so no fixed "
+            f"placement fits in {_mib(wc.upper_bytes)}: the static arena needs at least "
+            f"{_mib(arena.lower_bound_bytes)}"
         )
     if wc.lower_bytes > host.peak_bytes:
+        when = (
+            f"while {wc.running[0]} runs"
+            if len(wc.running) == 1
+            else f"when {', '.join(wc.running)} run at once"
+        )
         notes.append(
-            f"the host-order estimate ({_mib(host.peak_bytes)}) misses concurrency: when "
-            f"{', '.join(wc.running)} run at once, {_mib(wc.lower_bytes)} is live"
+            f"the host-order estimate ({_mib(host.peak_bytes)}) misses concurrency: {when}, "
+            f"{_mib(wc.lower_bytes)} is live"
         )
     if not wc.exact:
         notes.append(
             f"the worst case is a proven interval [{_mib(wc.lower_bytes)}, {_mib(wc.upper_bytes)}] "
-            f"({wc.method}), not an exact figure"
+            f"({wc.method}), not an exact figure: some timing reaches {_mib(wc.lower_bytes)} and none can "
+            f"exceed {_mib(wc.upper_bytes)}, but the search stopped before closing the gap (a longer time "
+            "limit can)"
         )
     return PeakExplanation(
         graph.name,
@@ -203,23 +202,35 @@ def explain_peak(
     )
 
 
+def _at_most_at_once(live: Liveness, wc) -> str:
+    """The worst case as a count of tensors when every counted tensor has one size (then the
+    count is exact), else in bytes."""
+    sizes = {s.nbytes for s in live.lives}
+    if len(sizes) == 1 and wc.exact and (size := sizes.pop()) > 0:
+        return f"at most {_count(wc.upper_bytes // size)} ever are at once"
+    return f"at most {_mib(wc.upper_bytes)} is ever live at once"
+
+
 @dataclass(frozen=True, slots=True)
 class NewOverlap:
     """Storages ``first`` and ``second`` coexist in ``other`` because ops ``u`` and ``v`` overlap.
 
-    In ``base``, ``u`` (the last use of ``first``) finishes before ``v`` (which makes
-    ``second``) starts; in ``other`` they may run at the same time.
+    In ``base``, ``u`` (a use of ``first``) finishes before ``v`` (which makes ``second``)
+    starts; in ``other`` they may run at the same time (``reordered`` False) or ``v`` runs
+    before ``u`` (``reordered`` True).
     """
 
     first: str
     second: str
     u: str
     v: str
+    reordered: bool = False
 
     def __str__(self) -> str:
+        here = f"but runs after {self.v} here" if self.reordered else "but may run alongside it here"
         return (
-            f"{self.first} and {self.second}: {self.u} (last use of {self.first}) finishes before "
-            f"{self.v} (makes {self.second}) starts in the base schedule, but may run alongside it here"
+            f"{self.first} and {self.second}: {self.u} (a use of {self.first}) finishes before "
+            f"{self.v} (makes {self.second}) starts in the base schedule, {here}"
         )
 
 
@@ -238,7 +249,10 @@ class PeakComparison:
             "base": self.base.to_dict(),
             "other": self.other.to_dict(),
             "newly_concurrent_op_pairs": self.newly_concurrent_op_pairs,
-            "overlaps": [{"first": o.first, "second": o.second, "u": o.u, "v": o.v} for o in self.overlaps],
+            "overlaps": [
+                {"first": o.first, "second": o.second, "u": o.u, "v": o.v, "reordered": o.reordered}
+                for o in self.overlaps
+            ],
             "warnings": list(self.warnings),
         }
 
@@ -248,6 +262,11 @@ class PeakComparison:
         for name, x, y in (
             ("host-order", b.host_order_peak_bytes, o.host_order_peak_bytes),
             ("worst-case", b.worst_case.upper_bytes, o.worst_case.upper_bytes),
+            *(
+                [("simulated", b.simulated_peak_bytes, o.simulated_peak_bytes)]
+                if b.simulated is not None and o.simulated is not None
+                else []
+            ),
             ("arena", b.arena.arena_bytes, o.arena.arena_bytes),
             ("arena bound", b.arena.lower_bound_bytes, o.arena.lower_bound_bytes),
         ):
@@ -257,7 +276,9 @@ class PeakComparison:
                 f"  {self.newly_concurrent_op_pairs} op pairs ordered in {b.policy} may overlap in {o.policy}"
             )
         if self.overlaps:
-            out.append(f"  storages coexisting at the {o.policy} worst case only because of new overlap:")
+            out.append(
+                f"  storages coexisting at the {o.policy} worst case only because of a new order or overlap:"
+            )
             out += [f"    {x}" for x in self.overlaps]
         elif o.worst_case.upper_bytes <= b.worst_case.lower_bytes:
             out.append(f"  {o.policy} does not raise the worst-case peak")
@@ -275,10 +296,22 @@ def compare_peaks(
     *,
     include_inputs: bool = False,
     include_params: bool = False,
+    base_report: MemoryReport | None = None,
+    other_report: MemoryReport | None = None,
 ) -> PeakComparison:
-    """Explain both schedules and name the overlaps in ``other`` that raised its worst case."""
-    eb = explain_peak(graph, base, include_inputs=include_inputs, include_params=include_params)
-    eo = explain_peak(graph, other, include_inputs=include_inputs, include_params=include_params)
+    """Explain both schedules and name the overlaps in ``other`` that raised its worst case.
+
+    ``base_report``/``other_report`` are the schedules' memory reports when the caller has
+    them (made with a timeline, they carry the simulated peaks); their includes win.
+    """
+    if other_report is not None:
+        include_inputs, include_params = other_report.includes.inputs, other_report.includes.params
+    eb = explain_peak(
+        graph, base, include_inputs=include_inputs, include_params=include_params, report=base_report
+    )
+    eo = explain_peak(
+        graph, other, include_inputs=include_inputs, include_params=include_params, report=other_report
+    )
     lb = liveness(graph, base, include_inputs=include_inputs, include_params=include_params)
     lo = liveness(graph, other, include_inputs=include_inputs, include_params=include_params)
     by = lb.by_storage()
@@ -288,8 +321,13 @@ def compare_peaks(
         for s2 in names[i + 1 :]:
             for a, b in ((by[s1], by[s2]), (by[s2], by[s1])):
                 if lb.dead_before(a, b.creator):
-                    u = next((u for u in a.last_users if lo.hb.concurrent(u, b.creator)), a.last_users[0])
-                    overlaps.append(NewOverlap(a.storage, b.storage, u, b.creator))
+                    # both are live at once here, so some use of a does not finish before b is made
+                    v = b.creator
+                    u = next((u for u in a.users if lo.hb.concurrent(u, v)), None)
+                    if u is not None:
+                        overlaps.append(NewOverlap(a.storage, b.storage, u, v))
+                    elif (u := next((u for u in a.users if lo.hb.hb(v, u)), None)) is not None:
+                        overlaps.append(NewOverlap(a.storage, b.storage, u, v, reordered=True))
     pairs = None
     order = graph.node_ids
     if len(order) <= 2000:

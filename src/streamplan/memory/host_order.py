@@ -116,26 +116,29 @@ def host_order_events(
 
 def trace_from_liveness(live: Liveness, schedule: StreamSchedule) -> HostOrderTrace:
     """The host-order trace for an already computed ``Liveness``."""
-    events = events_from_liveness(live, schedule)
-    cur = 0
-    allocs_at: dict[int, int] = {}
-    frees_at: dict[int, int] = {}
-    for e in events:
-        if e.launch_index < 0:
-            cur += e.nbytes
-        elif e.kind == "alloc":
-            allocs_at[e.launch_index] = allocs_at.get(e.launch_index, 0) + e.nbytes
-        else:
-            frees_at[e.launch_index] = frees_at.get(e.launch_index, 0) + e.nbytes
-    entries = []
-    peak, peak_at = cur, -1
-    for i, op in enumerate(schedule.launch_order):
-        cur += allocs_at.get(i, 0)
-        entries.append(TraceEntry(i, op, schedule.streams[op], cur))
-        if cur > peak or peak_at < 0:
-            peak, peak_at = cur, i
-        cur -= frees_at.get(i, 0)
-    return HostOrderTrace(tuple(entries), cur, peak, peak_at, live.includes)
+    import numpy as np
+
+    lt, uses = live.lifetimes, live.uses
+    n = len(schedule.launch_order)
+    made = uses.creator >= 0
+    freed = made & ~uses.persistent
+    allocs = np.zeros(n + 1, dtype=np.int64)
+    frees = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(allocs, np.array(lt.birth, dtype=np.int64)[made], uses.nbytes[made])
+    np.add.at(frees, np.array(lt.death, dtype=np.int64)[freed], uses.nbytes[freed])
+    resident = int(uses.nbytes[~made].sum())
+    # live bytes at launch i: after its allocations, before its frees
+    at_launch = resident + np.cumsum(allocs[:n]) - np.concatenate(([0], np.cumsum(frees[: n - 1])))
+    values = at_launch.tolist()
+    streams = schedule.streams
+    entries = tuple(TraceEntry(i, op, streams[op], values[i]) for i, op in enumerate(schedule.launch_order))
+    if n:
+        peak_at = int(np.argmax(at_launch))
+        peak = values[peak_at]
+        final = values[-1] - int(frees[n - 1])
+    else:
+        peak, peak_at, final = resident, -1, resident
+    return HostOrderTrace(entries, final, peak, peak_at, live.includes)
 
 
 def host_order_trace(

@@ -80,36 +80,57 @@ class HappensBefore:
         last_on: list[str | None] = [None] * k
         count = [0] * k
         zero = (0,) * k
+        before, after, slot, index, direct_preds = (
+            self.before,
+            self.after,
+            self.slot,
+            self.index,
+            self.direct_preds,
+        )
+        streams = schedule.streams
         for op in schedule.launch_order:
-            s = slot_of[schedule.streams[op]]
+            s = slot_of[streams[op]]
             prev = last_on[s]
-            cur = list(self.after[prev]) if prev is not None else list(zero)
+            cur = after[prev] if prev is not None else zero
             preds = [prev] if prev is not None else []
             for u in waits.get(op, ()):
-                if u not in self.after:
+                clock = after.get(u)
+                if clock is None:
                     raise ScheduleError(
                         f"op waits for {u!r}, which is launched later (deadlock)",
                         where=op,
                         hint="launch the op a wait refers to first",
                     )
-                cur = [max(a, b) for a, b in zip(cur, self.after[u], strict=False)]
+                cur = tuple(map(max, cur, clock))
                 preds.append(u)
-            self.before[op] = tuple(cur)
+            before[op] = cur
             count[s] += 1
-            cur[s] = count[s]
-            self.after[op] = tuple(cur)
-            self.slot[op] = s
-            self.index[op] = count[s]
-            self.direct_preds[op] = tuple(dict.fromkeys(preds))
+            nxt = list(cur)
+            nxt[s] = count[s]
+            after[op] = tuple(nxt)
+            slot[op] = s
+            index[op] = count[s]
+            direct_preds[op] = tuple(preds) if len(preds) < 2 else tuple(dict.fromkeys(preds))
             last_on[s] = op
         for v in graph.node_ids:
+            clock = before[v]
             for u in graph.predecessors(v):
-                if not self.hb(u, v):
+                if u == v or clock[slot[u]] < index[u]:
                     raise ScheduleError(
                         f"dependency {u} -> {v} is not ordered by streams or waits",
                         where=v,
                         hint="derive waits with streamplan.schedule.events.with_derived_waits",
                     )
+
+    def before_matrix(self):
+        """``before`` as an (ops x streams) int64 array in launch order (computed once)."""
+        m = getattr(self, "_before_matrix", None)
+        if m is None:
+            import numpy as np
+
+            m = np.array(list(self.before.values()), dtype=np.int64).reshape(-1, self.num_slots)
+            self._before_matrix = m
+        return m
 
     def hb(self, u: str, v: str) -> bool:
         """True when u must finish before v starts in every timing."""
@@ -143,6 +164,35 @@ class Lifetimes:
         return cls(n, birth, death)
 
 
+@dataclass(frozen=True, eq=False)
+class UseTable:
+    """``Liveness.lives`` as arrays for vectorised sweeps (launch indices throughout).
+
+    ``creator[i]`` is -1 for resident storages; the users of storage i are
+    ``users[start[i]:start[i + 1]]``.
+    """
+
+    creator: object  # np.ndarray[int64]
+    persistent: object  # np.ndarray[bool]
+    nbytes: object  # np.ndarray[int64]
+    users: object  # np.ndarray[int64]
+    start: object  # np.ndarray[int64]
+
+    @classmethod
+    def of(cls, lives: tuple[StorageLife, ...], launch_index: dict[str, int]) -> UseTable:
+        import numpy as np
+
+        creator = np.array(
+            [-1 if s.creator is None else launch_index[s.creator] for s in lives], dtype=np.int64
+        )
+        persistent = np.array([s.persistent for s in lives], dtype=bool)
+        nbytes = np.array([s.nbytes for s in lives], dtype=np.int64)
+        users = np.array([launch_index[u] for s in lives for u in s.users], dtype=np.int64)
+        counts = np.array([len(s.users) for s in lives], dtype=np.int64)
+        start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        return cls(creator, persistent, nbytes, users, start)
+
+
 @dataclass(frozen=True)
 class Liveness:
     """Lifetimes of the counted storages under one schedule, plus its happens-before."""
@@ -155,6 +205,11 @@ class Liveness:
     def lifetimes(self) -> Lifetimes:
         """Births and deaths on the launch line, computed once per ``Liveness``."""
         return Lifetimes.of(self.lives, self.hb.launch_index)
+
+    @cached_property
+    def uses(self) -> UseTable:
+        """Creators, persistence and users as launch-index arrays, computed once."""
+        return UseTable.of(self.lives, self.hb.launch_index)
 
     def by_storage(self) -> dict[str, StorageLife]:
         return {s.storage: s for s in self.lives}
@@ -180,33 +235,48 @@ def liveness(
     """Lifetimes of every counted storage (activations; inputs/params when asked)."""
     hb = HappensBefore(graph, schedule)
     includes = Includes(include_inputs, include_params)
-    outputs = {graph.storage_of(v) for v in graph.outputs}
+    values = graph.values
+    outputs = {values[v].storage for v in graph.outputs}
     users: dict[str, list[str]] = {}
     for n in graph.nodes:
-        touched = [graph.storage_of(v) for v in (*n.outputs, *n.inputs, *n.mutates)]
-        for sid in dict.fromkeys(touched):
-            users.setdefault(sid, []).append(n.id)
+        touched = [values[v].storage for v in (*n.outputs, *n.inputs, *n.mutates)]
+        for sid in dict.fromkeys(touched) if len(touched) > 1 else touched:
+            us = users.get(sid)
+            if us is None:
+                users[sid] = [n.id]
+            else:
+                us.append(n.id)
     lives = []
+    maximal = _Maximal(hb)
     for sid, st in graph.storages().items():
         if st.kind == "activation":
             creator = graph.producer(sid)
             if creator is None:
                 continue  # an activation nobody writes; verify() reports it
             us = tuple(users.get(sid, (creator,)))
-            lives.append(StorageLife(sid, st.nbytes, st.kind, creator, us, _maximal(hb, us), sid in outputs))
+            lives.append(StorageLife(sid, st.nbytes, st.kind, creator, us, maximal(us), sid in outputs))
         elif (st.kind == "input" and include_inputs) or (st.kind in PARAM_KINDS and include_params):
             lives.append(StorageLife(sid, st.nbytes, st.kind, None, tuple(users.get(sid, ())), (), True))
     return Liveness(tuple(lives), hb, includes)
 
 
-def _maximal(hb: HappensBefore, ops: tuple[str, ...]) -> tuple[str, ...]:
-    """The ops of ``ops`` that no other op of ``ops`` must follow."""
-    if len(ops) == 1:
-        return ops
-    # HB respects launch order, so walking backwards only later (kept) ops can follow u;
-    # comparing with the kept maximal ones suffices by transitivity.
-    kept: list[str] = []
-    for u in sorted(ops, key=hb.launch_index.__getitem__, reverse=True):
-        if not any(hb.hb(u, w) for w in kept):
-            kept.append(u)
-    return tuple(sorted(kept, key=hb.launch_index.__getitem__))
+class _Maximal:
+    """The ops of a set that no other op of the set must follow (its HB-maximal ones)."""
+
+    def __init__(self, hb: HappensBefore):
+        self.position = hb.launch_index
+        self.before, self.slot, self.index = hb.before, hb.slot, hb.index
+
+    def __call__(self, ops: tuple[str, ...]) -> tuple[str, ...]:
+        if len(ops) == 1:
+            return ops
+        position, before, slot, index = self.position, self.before, self.slot, self.index
+        # HB respects launch order, so walking backwards only later (kept) ops can follow u;
+        # comparing with the kept maximal ones suffices by transitivity.
+        kept: list[str] = []
+        for u in sorted(ops, key=position.__getitem__, reverse=True):
+            su, iu = slot[u], index[u]
+            if not any(before[w][su] >= iu for w in kept):
+                kept.append(u)
+        kept.reverse()
+        return tuple(kept)

@@ -11,9 +11,10 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.arena import ArenaPlan, plan_arena
 from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
-from streamplan.memory.liveness import Includes, liveness
+from streamplan.memory.liveness import Includes, Liveness, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
+from streamplan.progress import ProgressFn, no_progress
 
 if TYPE_CHECKING:
     from streamplan.memory.allocators.op_memory import OpMemory
@@ -78,6 +79,12 @@ class MemoryReport:
             f"  worst-case peak      {worst}",
             f"  simulated peak       {sim}",
         ]
+        if not wc.exact:
+            out.insert(
+                3,
+                "                       (an interval: some timing reaches the first figure and none can "
+                "exceed the second; the solver stopped before closing the gap, a longer time limit can)",
+            )
         if self.torch_cuda is not None:
             out.append(
                 f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
@@ -109,26 +116,37 @@ def analyze_memory(
     device_memory_bytes: int | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     op_memory: OpMemory | None = None,
+    progress: ProgressFn = no_progress,
+    live: Liveness | None = None,
 ) -> MemoryReport:
     """Every memory figure of ``schedule`` (simulated only with a ``timeline``).
 
     ``op_memory`` (measured op scratch and stream workspaces) goes into the
     ``torch-cuda`` replay only: the other figures count the graph's tensors.
+    ``progress`` hears of each figure as it starts (the worst case also of its search).
+    ``live`` reuses a liveness already computed for these include flags.
     """
-    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    progress("liveness", None, None)
+    if live is None or live.includes != Includes(include_inputs, include_params):
+        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    progress("host-order peak", None, None)
     host = trace_from_liveness(live, schedule)
+    progress("static arena", None, None)
     arena = plan_arena(graph, schedule, live=live)
     # Every instant's live set is pairwise co-live, so the arena bound caps the worst case.
     cap = arena.lower_bound_bytes if arena.lower_bound_exact else arena.arena_bytes
-    worst = worst_case_peak(graph, schedule, live=live, upper_bound_bytes=cap, time_limit_s=time_limit_s)
+    progress("worst-case peak", None, None)
+    worst = worst_case_peak(
+        graph, schedule, live=live, upper_bound_bytes=cap, time_limit_s=time_limit_s, progress=progress
+    )
     if not arena.lower_bound_exact and worst.lower_bytes > arena.lower_bound_bytes:
         arena = dataclasses.replace(arena, lower_bound_bytes=worst.lower_bytes, bound_storages=worst.live)
     sim = None
     if timeline is not None:
+        progress("simulated peak", None, None)
         sim = simulated_memory(graph, schedule, timeline, live=live)
-    torch_cuda = _torch_cuda(
-        graph, schedule, timeline, include_inputs, include_params, device_memory_bytes, op_memory
-    )
+    progress("torch-cuda replay", None, None)
+    torch_cuda = _torch_cuda(graph, schedule, timeline, live, device_memory_bytes, op_memory)
     return MemoryReport(
         graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes, device_memory_bytes
     )
@@ -138,8 +156,7 @@ def _torch_cuda(
     graph: Graph,
     schedule: StreamSchedule,
     timeline: Timeline | None,
-    include_inputs: bool,
-    include_params: bool,
+    live: Liveness,
     device_memory_bytes: int | None,
     op_memory: OpMemory | None,
 ) -> dict[str, int] | None:
@@ -152,9 +169,10 @@ def _torch_cuda(
         schedule,
         model="torch-cuda",
         timeline=timeline,
-        include_inputs=include_inputs,
-        include_params=include_params,
+        include_inputs=live.includes.inputs,
+        include_params=live.includes.params,
         device_memory_bytes=device_memory_bytes,
         op_memory=op_memory,
+        live=live,
     )
     return {"allocated_peak_bytes": rep.allocated_peak_bytes, "reserved_peak_bytes": rep.reserved_peak_bytes}

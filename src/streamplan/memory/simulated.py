@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
@@ -58,67 +60,90 @@ class _Step:
 
 
 def sweep_live_bytes(
-    live: Liveness, order: list[str], start: dict[str, float], end: dict[str, float]
+    live: Liveness,
+    order: list[str],
+    start: dict[str, float],
+    end: dict[str, float],
+    *,
+    samples: bool = True,
 ) -> _Step:
     """Live bytes along explicit op start/end times; ``order`` breaks ties (launch order)."""
-    rank = {op: i for i, op in enumerate(order)}
-    created: dict[str, list] = {}
-    uses: dict[str, list] = {}
-    remaining: dict[str, int] = {}
-    cur = 0
-    for life in live.lives:
-        if life.creator is None:
-            cur += life.nbytes
-            continue
-        created.setdefault(life.creator, []).append(life)
-        if not life.persistent:
-            remaining[life.storage] = len(life.users)
-            for u in life.users:
-                uses.setdefault(u, []).append(life)
-    events = []
-    for op in order:
-        s, e = start[op], end[op]
-        r = rank[op]
-        events.append((s, 1, r, 0, op))
-        events.append((e, 0 if e > s else 1, r, 1, op))
-    events.sort()
-    peak, peak_t, peak_at = cur, 0.0, -1
-    samples = []
-    for k, (t, _, _, is_end, op) in enumerate(events):
-        if is_end:
-            for life in uses.get(op, ()):
-                remaining[life.storage] -= 1
-                if remaining[life.storage] == 0:
-                    cur -= life.nbytes
-        else:
-            cur += sum(life.nbytes for life in created.get(op, ()))
-            if cur > peak or peak_at < 0:
-                peak, peak_t, peak_at = cur, t, k
-        samples.append((t, cur))
-    lv, fin, run = _state_after(events[: peak_at + 1], created, uses, live)
-    resident = tuple(life.storage for life in live.lives if life.creator is None)
-    return _Step(peak, peak_t, tuple(samples), resident + tuple(lv), fin, run)
+    index = live.hb.launch_index
+    launch = np.array([index[op] for op in order], dtype=np.int64)
+    s = np.array([start[op] for op in order], dtype=np.float64)
+    e = np.array([end[op] for op in order], dtype=np.float64)
+    return sweep_arrays(live, order, launch, s, e, samples=samples)
 
 
-def _state_after(events: list, created: dict, uses: dict, live: Liveness):
-    """Storages live, ops finished and ops running after replaying ``events``."""
-    remaining = {life.storage: len(life.users) for life in live.lives if not life.persistent}
-    alive: dict[str, int] = {}
-    finished: list[str] = []
-    running: dict[str, None] = {}
-    for _, _, _, is_end, op in events:
-        if is_end:
-            running.pop(op, None)
-            finished.append(op)
-            for life in uses.get(op, ()):
-                remaining[life.storage] -= 1
-                if remaining[life.storage] == 0:
-                    alive.pop(life.storage, None)
-        else:
-            running[op] = None
-            for life in created.get(op, ()):
-                alive[life.storage] = life.nbytes
-    return alive, tuple(finished), tuple(running)
+def sweep_arrays(
+    live: Liveness,
+    order: list[str],
+    launch: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    *,
+    samples: bool = True,
+) -> _Step:
+    """``sweep_live_bytes`` on arrays: ``order[r]`` has launch index ``launch[r]`` and runs
+    from ``start[r]`` to ``end[r]``.
+
+    Events sort by (time, starts after ends, rank, start before end): a zero-length op
+    starts and ends in rank order after the ops ending at its instant. A storage is
+    allocated at its creator's start event and freed at the last end event of its
+    users, so the live bytes after each event are one cumulative sum.
+    """
+    n = len(order)
+    uses = live.uses
+    ranks = np.arange(n, dtype=np.int64)
+    t = np.concatenate((start, end))
+    kind = np.concatenate((np.ones(n, dtype=np.int8), np.where(end > start, 0, 1).astype(np.int8)))
+    rank = np.concatenate((ranks, ranks))
+    is_end = np.concatenate((np.zeros(n, dtype=np.int8), np.ones(n, dtype=np.int8)))
+    perm = np.lexsort((is_end, rank, kind, t))
+    pos = np.empty(2 * n, dtype=np.int64)
+    pos[perm] = np.arange(2 * n, dtype=np.int64)
+    rank_of = np.empty(n, dtype=np.int64)
+    rank_of[launch] = ranks
+    start_pos, end_pos = pos[:n], pos[n:]
+
+    made = uses.creator >= 0
+    alloc_at = np.full(len(made), -1, dtype=np.int64)
+    alloc_at[made] = start_pos[rank_of[uses.creator[made]]]
+    freeable = made & ~uses.persistent
+    owner = np.repeat(np.arange(len(made), dtype=np.int64), np.diff(uses.start))
+    free_at = np.full(len(made), -1, dtype=np.int64)
+    if len(owner):
+        np.maximum.at(free_at, owner, end_pos[rank_of[uses.users]])
+    free_at[~freeable] = 2 * n  # never freed
+    delta = np.zeros(2 * n + 1, dtype=np.int64)
+    np.add.at(delta, alloc_at[made], uses.nbytes[made])
+    np.subtract.at(delta, free_at[freeable], uses.nbytes[freeable])
+    resident = int(uses.nbytes[~made].sum())
+    cum = resident + np.cumsum(delta[: 2 * n])
+
+    sorted_end = is_end[perm]
+    starts = np.nonzero(sorted_end == 0)[0]
+    t_sorted = t[perm]
+    if len(starts):
+        k = int(np.argmax(cum[starts]))
+        peak_at = int(starts[k])
+        peak, peak_t = int(cum[peak_at]), float(t_sorted[peak_at])
+    else:
+        peak, peak_t, peak_at = resident, 0.0, -1
+    sample_list = tuple(zip(t_sorted.tolist(), cum.tolist(), strict=True)) if samples else ()
+
+    rank_sorted = rank[perm][: peak_at + 1]
+    ended = sorted_end[: peak_at + 1] == 1
+    finished = tuple(order[r] for r in rank_sorted[ended].tolist())
+    began = rank_sorted[~ended]
+    running = tuple(order[r] for r in began[end_pos[began] > peak_at].tolist())
+    alive = np.nonzero(made & (alloc_at <= peak_at) & (alloc_at >= 0) & (free_at > peak_at))[0]
+    alive = alive[np.argsort(alloc_at[alive], kind="stable")]
+    lives = live.lives
+    live_names = tuple(lives[i].storage for i in np.nonzero(~made)[0].tolist()) + tuple(
+        lives[i].storage for i in alive.tolist()
+    )
+    return _Step(peak, peak_t, sample_list, live_names, finished, running)
 
 
 def simulated_memory(

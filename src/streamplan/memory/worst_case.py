@@ -21,10 +21,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+import numpy as np
+
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
-from streamplan.memory.simulated import sweep_live_bytes
+from streamplan.memory.simulated import sweep_arrays
+from streamplan.progress import ProgressFn, no_progress
 
 DEFAULT_TIME_LIMIT_S = 10.0
 MAX_EXACT_OPS = 20000
@@ -115,18 +118,22 @@ def worst_case_peak(
     upper_bound_bytes: int | None = None,
     live: Liveness | None = None,
     seed: int = 0,
+    progress: ProgressFn = no_progress,
 ) -> WorstCasePeak:
     """The largest live bytes at one instant over every timing ``schedule`` allows.
 
     ``max_exact_ops`` caps the ops of one independent segment handed to the solver
     (segments lie between *cut* ops, which are ordered with every other op).
+    ``progress`` hears of the search: segments solved out of those to solve, and the
+    solver's time limit.
     """
     if live is None:
         live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
     order = list(schedule.launch_order)
     best = _host_order_witness(live, order)
+    preds = _pred_positions(live, order) if schedule.num_streams > 1 else []
     for k in range(RANDOM_TIMINGS if schedule.num_streams > 1 else 0):
-        cand = _random_timing_witness(live, order, random.Random(seed + k))
+        cand = _random_timing_witness(live, order, random.Random(seed + k), preds)
         if cand.live_bytes > best.live_bytes:
             best = cand
     total = sum(life.nbytes for life in live.lives)
@@ -134,7 +141,7 @@ def worst_case_peak(
     if schedule.num_streams <= 1 or best.live_bytes >= upper:
         method = "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
         return _result(live, best, best.live_bytes, True, method)
-    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops)
+    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops, progress)
 
 
 def cut_positions(live: Liveness, order: list[str]) -> list[int]:
@@ -146,8 +153,9 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
     hb = live.hb
     n, k = len(order), hb.num_slots
     count = [0] * k
+    slot, index, before = hb.slot, hb.index, hb.before
     for op in order:
-        count[hb.slot[op]] += 1
+        count[slot[op]] += 1
     succs: dict[str, list[str]] = {op: [] for op in order}
     for op in order:
         for u in hb.direct_preds[op]:
@@ -155,22 +163,29 @@ def cut_positions(live: Liveness, order: list[str]) -> list[int]:
     first_after: dict[str, tuple[int, ...]] = {}  # incl. the op itself
     cuts = []
     none = tuple(c + 1 for c in count)
+    total = sum(count) + k  # sum(count[t] - cur[t] + 1) = total - sum(cur)
     for pos in range(n - 1, -1, -1):
         op = order[pos]
-        cur = list(none)
+        cur = none
         for w in succs[op]:
-            cur = [min(a, b) for a, b in zip(cur, first_after[w], strict=False)]
-        desc = sum(count[t] - cur[t] + 1 for t in range(k))
-        anc = sum(hb.before[op])
-        if anc + desc == n - 1:
+            cur = tuple(map(min, cur, first_after[w]))
+        desc = total - sum(cur)
+        if sum(before[op]) + desc == n - 1:
             cuts.append(pos)
-        cur[hb.slot[op]] = hb.index[op]
-        first_after[op] = tuple(cur)
+        nxt = list(cur)
+        nxt[slot[op]] = index[op]
+        first_after[op] = tuple(nxt)
     return cuts[::-1]
 
 
 def _solve_segments(
-    live: Liveness, order: list[str], best: Witness, upper: int, time_limit_s: float, max_exact_ops: int
+    live: Liveness,
+    order: list[str],
+    best: Witness,
+    upper: int,
+    time_limit_s: float,
+    max_exact_ops: int,
+    progress: ProgressFn = no_progress,
 ) -> WorstCasePeak:
     """Solve each stretch between cut ops on its own; a cut op alone is a host-order state."""
     import time
@@ -186,7 +201,9 @@ def _solve_segments(
     caps = [sum(live.lives[i].nbytes for i in m) for m in members]
     segs = sorted(zip(caps, range(len(bounds)), strict=True), reverse=True)
     seg_upper, stopped = 0, []
-    for cap, j in segs:
+    step = f"worst-case peak: CP-SAT over {_plural(len(segs), 'segment')} (at most {time_limit_s:g} s)"
+    for done, (cap, j) in enumerate(segs):
+        progress(step, done, len(segs))
         lo, hi = bounds[j]
         if cap <= best.live_bytes:
             break  # no remaining segment can beat the witness
@@ -203,9 +220,13 @@ def _solve_segments(
             stopped.append("time")
     hi_bound = min(upper, max(best.live_bytes, seg_upper))
     if best.live_bytes >= hi_bound:
-        return _result(live, best, best.live_bytes, True, f"cp-sat over {len(bounds)} segments")
+        return _result(live, best, best.live_bytes, True, f"cp-sat over {_plural(len(bounds), 'segment')}")
     why = "segment over max_exact_ops" if "size" in stopped else f"cp-sat stopped at {time_limit_s:g} s"
     return _result(live, best, hi_bound, False, why)
+
+
+def _plural(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
 def _host_order_entries(live: Liveness, order: list[str]) -> list[int]:
@@ -362,13 +383,29 @@ def _host_order_witness(live: Liveness, order: list[str]) -> Witness:
     return Witness(live_bytes=entries[at], finished=tuple(order[:at]), running=(order[at],))
 
 
-def _random_timing_witness(live: Liveness, order: list[str], rng: random.Random) -> Witness:
+def _random_timing_witness(
+    live: Liveness, order: list[str], rng: random.Random, preds: list[list[int]] | None = None
+) -> Witness:
     """Peak of one random timing (random durations, earliest starts under HB)."""
-    start: dict[str, float] = {}
-    end: dict[str, float] = {}
-    for op in order:
-        s = max((end[u] for u in live.hb.direct_preds[op]), default=0.0)
-        start[op] = s
-        end[op] = s + rng.choice((0.1, 1.0, 10.0)) * rng.random() + 1e-3
-    step = sweep_live_bytes(live, order, start, end)
+    preds = _pred_positions(live, order) if preds is None else preds
+    n = len(order)
+    start = [0.0] * n
+    end = [0.0] * n
+    choice, rand = rng.choice, rng.random
+    scales = (0.1, 1.0, 10.0)
+    for i in range(n):
+        s = max([end[u] for u in preds[i]], default=0.0)
+        start[i] = s
+        end[i] = s + choice(scales) * rand() + 1e-3
+    launch = np.array([live.hb.launch_index[op] for op in order], dtype=np.int64)
+    step = sweep_arrays(
+        live, order, launch, np.array(start, dtype=np.float64), np.array(end, dtype=np.float64), samples=False
+    )
     return Witness(live_bytes=step.peak_bytes, finished=step.finished, running=step.running)
+
+
+def _pred_positions(live: Liveness, order: list[str]) -> list[list[int]]:
+    """For each op of ``order``, the positions in ``order`` of its direct HB predecessors."""
+    at = {op: i for i, op in enumerate(order)}
+    preds = live.hb.direct_preds
+    return [[at[u] for u in preds[op]] for op in order]

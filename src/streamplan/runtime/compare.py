@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from streamplan.errors import ExecutionError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.interpret import initial_env, params_from_module
@@ -173,8 +174,15 @@ def run_and_compare(
             inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
         params = params_from_module(graph, module)
         env_inputs: Any = list(inputs)
-        with torch.no_grad():
-            ref = _flat_tensors(module(*inputs))
+        try:
+            with torch.no_grad():
+                ref = _flat_tensors(module(*inputs))
+        except Exception as e:  # the user's model fails on its own: not streamplan's doing
+            raise ExecutionError(
+                f"the model raised when run eagerly: {type(e).__name__}: {e}",
+                where=name,
+                hint="the model fails without streamplan too; fix it or its example inputs",
+            ) from e
     elif graph.meta.get("source") == "onnx":  # the file's weights; onnxruntime is the reference
         from streamplan.runtime.onnx_reference import onnx_run_inputs
 

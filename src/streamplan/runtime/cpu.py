@@ -10,6 +10,10 @@ every op so that such races show up.
 
 Values are released when their last consumer has finished (reference counts under
 one lock); graph outputs are kept.
+
+The first failure stops the run: an op that raises (reported with its stream), a
+missing input, or the caller's Ctrl-C. Every worker checks for it before each op
+and while waiting, so all threads have ended when ``execute_cpu`` returns or raises.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from streamplan.runtime.measure import AllocatedBytes, LiveBytes
 CHAOS_MAX_DELAY_S = 0.002
 WAIT_POLL_S = 0.05
 DEADLOCK_TIMEOUT_S = 120.0
+ABORT_JOIN_S = 30.0  # a worker stops after its current op; no op takes longer than this
 
 
 def use_counts(graph: Graph) -> dict[str, int]:
@@ -180,7 +185,19 @@ def _run_ops(state: _State, stream: int, delays: dict[str, float], device: Any) 
             time.sleep(delays[op])
         inputs = state.take_inputs(op)
         start = time.perf_counter()
-        outputs = call_node(state.graph.node(op), inputs, device)
+        try:
+            outputs = call_node(state.graph.node(op), inputs, device)
+        except Exception as e:  # name the op and its stream: the run stops here
+            what = (
+                e.message
+                if isinstance(e, ExecutionError)
+                else f"while executing %{op}: {type(e).__name__}: {e}"
+            )
+            raise ExecutionError(
+                f"{what} (on stream {stream})",
+                where=state.graph.name,
+                hint=e.hint if isinstance(e, ExecutionError) else "the op itself failed",
+            ) from e
         end = time.perf_counter()
         state.finish(op, outputs)
         state.spans.append(OpSpan(op, stream, *((t - state.t0) * 1e3 for t in (reached, start, end))))
@@ -222,10 +239,16 @@ def execute_cpu(
         )
         for s in streams
     ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except BaseException:  # Ctrl-C (KeyboardInterrupt) in the caller: stop the workers first
+        state.abort.set()
+        for t in threads:
+            t.join(ABORT_JOIN_S)
+        raise
     if state.errors:
         raise state.errors[0]
     if timeline is not None:

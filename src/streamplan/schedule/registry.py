@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamplan.errors import ScheduleError
+from streamplan.ir.fingerprint import META_KEY as FINGERPRINT_KEY
+from streamplan.ir.fingerprint import graph_fingerprint
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
@@ -117,8 +119,9 @@ def check_options(name: str, ctx: ScheduleContext) -> None:
 def make_schedule(graph: Graph, policy: str, ctx: ScheduleContext | None = None) -> StreamSchedule:
     """Schedule ``graph`` with ``policy`` under ``ctx``: verified, redundant waits removed.
 
-    ``meta["search_time_s"]`` records how long the policy took (pruning included) and
-    ``meta["max_streams"]`` the cap it ran under.
+    ``meta["search_time_s"]`` records how long the policy took (pruning included),
+    ``meta["max_streams"]`` the cap it ran under and ``meta["graph"]`` the graph's
+    fingerprint (``streamplan.ir.fingerprint``).
     """
     from streamplan.schedule.verify import verify_schedule
 
@@ -134,4 +137,5 @@ def make_schedule(graph: Graph, policy: str, ctx: ScheduleContext | None = None)
     meta = dict(schedule.meta)
     meta["search_time_s"] = elapsed
     meta.setdefault("max_streams", ctx.max_streams)
+    meta[FINGERPRINT_KEY] = graph_fingerprint(graph)  # which graph a saved schedule belongs to
     return schedule.replace(meta=meta)

@@ -97,5 +97,5 @@ def random_dag(
         ("x",),
         tuple(params),
         outputs,
-        meta={"generator": "random_dag", "seed": seed},
+        meta={"generator": "random_dag", "seed": seed, "batch": batch},
     )

@@ -16,7 +16,6 @@ from streamplan.memory.allocators.page import PageAllocator
 from streamplan.memory.allocators.pow2 import Pow2Allocator
 from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, AllocatorStep
 from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator
-from streamplan.memory.host_order import Event, events_from_liveness
 from streamplan.memory.liveness import Includes, Liveness, liveness
 
 MODELS = ("exact", "page", "pow2", "torch-cuda")
@@ -78,8 +77,7 @@ def replay(
             f"the liveness given counts {live.includes.describe()}, not what the flags ask",
             hint="pass include_inputs/include_params matching the liveness, or no liveness",
         )
-    residents, allocs, frees = _bucket(events_from_liveness(live, schedule), len(schedule.launch_order))
-    stream_uses = {life.storage: frozenset(schedule.streams[u] for u in life.users) for life in live.lives}
+    residents, allocs, frees = _bucket_lives(live, len(schedule.launch_order))
     spans = _spans(timeline, schedule) if timeline is not None else None
     alloc: Any = _CLASSES[name](device_memory_bytes)
     handles: dict[str, tuple[Any, int]] = {}
@@ -102,9 +100,9 @@ def replay(
             stream = streams[op]
             last_on_stream[stream] = op
             now_ms = spans[op].launch_ms if spans is not None else None
-            for sid, nbytes in allocs[i]:
+            for sid, nbytes, users in allocs[i]:
                 if nbytes > 0:
-                    handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream)
+                    handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream, users)
             if extra is not None and extra.scratch_bytes.get(op, 0) > 0:
                 sid, nbytes = f"{op}:scratch", extra.scratch_bytes[op]
                 alloc.free(alloc.malloc(nbytes, stream, now_ms), None)
@@ -112,7 +110,8 @@ def replay(
             for sid in frees[i]:
                 entry = handles.pop(sid, None)
                 if entry is not None:
-                    others = stream_uses[sid] - {entry[1]}
+                    others = {streams[u] for u in entry[2]}
+                    others.discard(entry[1])
                     alloc.free(entry[0], _ready_ms(others, last_on_stream, spans))
     except OutOfMemory as e:
         oom = AllocatorOOM(
@@ -141,23 +140,25 @@ def replay(
     )
 
 
-def _bucket(events: list[Event], n: int) -> tuple[list, list[list], list[list]]:
-    """Split host-order events into residents and per-launch allocations and frees."""
+def _bucket_lives(live: Liveness, n: int) -> tuple[list, list[list], list[list]]:
+    """Residents, and per launch the storages allocated and freed there (host order, see
+    ``memory.host_order``)."""
     residents: list[tuple[str, int]] = []
-    allocs: list[list[tuple[str, int]]] = [[] for _ in range(n)]
+    allocs: list[list[tuple[str, int, tuple[str, ...]]]] = [[] for _ in range(n)]
     frees: list[list[str]] = [[] for _ in range(n)]
-    for e in events:
-        if e.launch_index < 0:
-            residents.append((e.storage, e.nbytes))
-        elif e.kind == "alloc":
-            allocs[e.launch_index].append((e.storage, e.nbytes))
-        else:
-            frees[e.launch_index].append(e.storage)
+    lt = live.lifetimes
+    for life, birth, death in zip(live.lives, lt.birth, lt.death, strict=True):
+        if life.creator is None:
+            residents.append((life.storage, life.nbytes))
+            continue
+        allocs[birth].append((life.storage, life.nbytes, life.users))
+        if not life.persistent:
+            frees[death].append(life.storage)
     return residents, allocs, frees
 
 
 def _ready_ms(
-    others: frozenset[int], last_on_stream: dict[int, str], spans: dict[str, OpSpan] | None
+    others: set[int], last_on_stream: dict[int, str], spans: dict[str, OpSpan] | None
 ) -> float | None:
     """When the events recorded now on ``others`` complete (None: no other stream used it)."""
     if not others:

@@ -1,0 +1,58 @@
+"""Which graph a schedule was made for: a fingerprint stored in the schedule's ``meta``.
+
+A schedule names ops by id, so handing it another graph used to give a list of
+unknown ops. The fingerprint (graph name, the batch it was built at, op count, and a
+digest of its ops, edges, shapes and dtypes) lets a mismatch be said in one line:
+"schedule was made for inception_v3 at batch 1, not squeezenet".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from streamplan.ir.graph import Graph
+
+META_KEY = "graph"
+
+
+def graph_fingerprint(graph: Graph) -> dict[str, Any]:
+    """Name, batch (``meta["batch"]``, None when unknown), op count and structure digest."""
+    h = hashlib.sha256()
+    for n in graph.nodes:
+        h.update(f"{n.id}\x00{n.op}\x00{n.inputs}\x00{n.outputs}\x00{n.mutates}\n".encode())
+    for v in graph.values.values():
+        h.update(f"{v.id}\x00{v.shape}\x00{v.dtype}\x00{v.kind}\x00{v.storage}\n".encode())
+    h.update(f"{graph.inputs}\x00{graph.params}\x00{graph.outputs}".encode())
+    return {
+        "name": graph.name,
+        "batch": graph.meta.get("batch"),
+        "ops": len(graph.nodes),
+        "sha256": h.hexdigest()[:24],
+    }
+
+
+def describe(fp: Mapping[str, Any]) -> str:
+    """``inception_v3 at batch 1`` (or ``inception_v3`` when the batch is unknown)."""
+    batch = fp.get("batch")
+    return f"{fp.get('name')}" + (f" at batch {batch}" if batch is not None else "")
+
+
+def fingerprint_mismatch(meta: Mapping[str, Any], graph: Graph) -> str | None:
+    """One line saying how the graph a schedule was made for differs from ``graph``; None
+    when they agree or the schedule carries no fingerprint (made by hand or by older code)."""
+    made = meta.get(META_KEY)
+    if not isinstance(made, Mapping) or "sha256" not in made:
+        return None
+    now = graph_fingerprint(graph)
+    if made.get("sha256") == now["sha256"]:
+        return None
+    if made.get("name") != now["name"]:
+        return f"schedule was made for {describe(made)}, not {describe(now)}"
+    if made.get("batch") != now["batch"]:
+        return f"schedule was made for {describe(made)}, not at batch {now['batch']}"
+    return (
+        f"schedule was made for another graph named {now['name']} "
+        f"({made.get('ops')} ops; this one has {now['ops']}, or different shapes or dtypes)"
+    )
