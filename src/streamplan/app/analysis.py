@@ -12,6 +12,7 @@ from streamplan.cost.timeline import Timeline
 from streamplan.errors import StreamplanError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
@@ -72,7 +73,9 @@ class PolicyRow:
     """What one policy does to a graph: streams, events, simulated latency, memory figures.
 
     ``speedup`` is over the ``sequential`` row (None without one); ``error`` is set (and
-    the figures are empty) when the policy failed on this graph.
+    the figures are empty) when the policy failed on this graph. ``breakdown`` (training
+    steps only) splits each peak into parameters, gradients, optimizer state, saved
+    activations and the rest.
     """
 
     policy: str
@@ -84,6 +87,7 @@ class PolicyRow:
     search_time_s: float = 0.0
     memory: MemoryReport | None = None
     error: str | None = None
+    breakdown: MemoryBreakdown | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -98,6 +102,8 @@ class PolicyRow:
         }
         if self.error:
             d["error"] = self.error
+        if self.breakdown is not None:
+            d["memory_breakdown"] = self.breakdown.to_dict()
         return d
 
 
@@ -132,7 +138,7 @@ def compare_policies(
             )
             continue
         sched, timeline = run.schedule, run.timeline
-        report = None
+        report = breakdown = None
         if memory:
             ctx.progress(f"{policy}: memory figures", None, None)
             report = analyze_memory(
@@ -142,6 +148,8 @@ def compare_policies(
                 include_inputs=includes.include_inputs,
                 include_params=includes.include_params,
             )
+            if graph.is_training:
+                breakdown = memory_breakdown(graph, sched, report=report)
         if policy == BASELINE_POLICY:
             baseline_ms = timeline.makespan_ms
         speedup = (baseline_ms / timeline.makespan_ms) if baseline_ms and timeline.makespan_ms > 0 else None
@@ -155,6 +163,7 @@ def compare_policies(
                 speedup=speedup,
                 search_time_s=float(sched.meta.get("search_time_s", time.perf_counter() - t0)),
                 memory=report,
+                breakdown=breakdown,
             )
         )
     return rows

@@ -35,6 +35,12 @@ PolicyOpt = typer.Option("asap", "--policy", "-p", help=policy_help())
 ForceOpt = typer.Option(False, "--force", help="overwrite the output file if it exists")
 IncludeInputsOpt = typer.Option(False, "--include-inputs", help="count graph inputs in memory figures")
 IncludeParamsOpt = typer.Option(False, "--include-params", help="count params/buffers in memory figures")
+TrainOpt = typer.Option(
+    False, "--train", help="one training step (forward, loss, backward, optimizer update) instead of inference"
+)
+OptimizerOpt = typer.Option(
+    "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
+)
 MeasuredOpt = typer.Option(
     None,
     "--measured",
@@ -78,13 +84,35 @@ def parse_policies(text: list[str] | None, default: str = DEFAULT_POLICIES) -> l
     return list(dict.fromkeys(items))
 
 
-def load_graph(model: str, batch: int | None, dtype: str | None, progress=None):
-    """The model's graph (captured, built or read), with a progress step while it loads."""
+def load_graph(
+    model: str,
+    batch: int | None,
+    dtype: str | None,
+    progress=None,
+    *,
+    train: bool = False,
+    optimizer: str = "none",
+):
+    """The model's graph (captured, built or read), with a progress step while it loads.
+
+    A training step whose loss had to default to the sum of the outputs says so on stderr.
+    """
     from streamplan.models import ModelRequest
 
+    if optimizer != "none" and not train:
+        raise ModelSpecError(f"--optimizer {optimizer} needs --train", hint="add --train, or drop --optimizer")
     if progress is not None:
-        progress(f"loading {model}", None, None)
-    return ModelRequest(model, batch=batch, dtype=dtype).load()
+        progress(f"loading {model}" + (" (training step)" if train else ""), None, None)
+    graph = ModelRequest(model, batch=batch, dtype=dtype, train=train, optimizer=optimizer).load()
+    if train:
+        from streamplan.ir.training import training_step
+
+        step = training_step(graph)
+        if step is not None and step.loss_is_default:
+            err.print(
+                f"warning: {model} gives no loss function: the loss is {step.loss_fn}", markup=False
+            )
+    return graph
 
 
 def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:

@@ -12,6 +12,8 @@ from streamplan.cli.common import (
     ForceOpt,
     JsonOpt,
     ModelArg,
+    OptimizerOpt,
+    TrainOpt,
     emit_json,
     err,
     load_graph,
@@ -49,15 +51,23 @@ def show(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Summarise a model's graph: ops, bytes, critical path, maximum parallelism."""
     from streamplan.ir.analysis import critical_path_ops, max_parallelism
 
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         progress("maximum parallelism", None, None)
         par = max_parallelism(g)
+        training = None
+        if g.is_training:
+            from streamplan.app.training import describe_step
+
+            progress("memory by category", None, None)
+            training = describe_step(g)
     info = {
         "model": g.name,
         "ops": len(g.nodes),
@@ -71,6 +81,7 @@ def show(
         "critical_path_ops": critical_path_ops(g),
         "max_parallelism": par.width,
         "max_parallelism_exact": par.exact,
+        **(training or {"train": False}),
     }
     if as_json:
         if graph:
@@ -92,6 +103,11 @@ def show(
     t.add_row("critical path", f"{info['critical_path_ops']} ops")
     t.add_row("max parallelism", f"{'' if par.exact else '>= '}{par.width} independent ops")
     out.print(t)
+    if training is not None:
+        from streamplan.report.views import step_lines
+
+        for line in step_lines(training):
+            out.print(line, markup=False)
     if par.width <= 1:
         out.print("note: no two ops are independent; multi-stream policies cannot overlap anything here.")
     if graph:
@@ -104,6 +120,8 @@ def export(
     output: str = typer.Option(..., "-o", "--output", help="graph JSON to write"),
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Save a model's graph as JSON (loadable everywhere a model is named)."""
@@ -112,6 +130,6 @@ def export(
 
     check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
     write_file(output, dumps(g), force=force, protected=(model,))
     err.print(f"wrote {output}: {len(g.nodes)} ops")

@@ -17,8 +17,10 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -45,6 +47,8 @@ def memory_cmd(
         None, "--device-memory-gib", help="check the torch-cuda replay against this capacity (GiB)"
     ),
     measured: str | None = MeasuredOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Every memory figure for one schedule, and the host-order trace."""
@@ -55,7 +59,7 @@ def memory_cmd(
 
     with progress_display(err) as progress:
         ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         run = run_policy(g, policy, ctx)
         analysis = analyze_run_memory(
             g,
@@ -80,6 +84,8 @@ def explain(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Which tensors set the peak, and which concurrency made more of them coexist."""
@@ -89,7 +95,7 @@ def explain(
 
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         result = explain_policy(g, policy, ctx, vs=vs)
     if as_json:
         emit_json(result.to_dict())
@@ -107,6 +113,8 @@ def plot(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
@@ -124,7 +132,7 @@ def plot(
     names = parse_policies(policies, default="sequential,asap")
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         curves = memory_curves(g, names, ctx)
         progress("drawing", None, None)
         image = render(g, curves, device, fmt=fmt)

@@ -10,8 +10,10 @@ from streamplan.cli.common import (
     ForceOpt,
     JsonOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -42,6 +44,8 @@ def run(
         None, "--trace", help="write the measured (CPU) and simulated timelines as one Perfetto trace"
     ),
     force: bool = ForceOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
@@ -66,7 +70,7 @@ def run(
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
         ctx = make_context(device=device or profile_for(on), max_streams=max_streams, progress=progress)
-        graph = load_graph(model, batch, None, progress)
+        graph = load_graph(model, batch, None, progress, train=train, optimizer=optimizer)
         report = run_model(
             model,
             saved.policy if saved else policy,
@@ -78,6 +82,8 @@ def run(
             repeat=repeat,
             seed=seed,
             schedule=saved,
+            train=train,
+            optimizer=optimizer,
         )
     if trace:
         from streamplan.report.trace import dumps_traces

@@ -16,8 +16,10 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -40,6 +42,8 @@ def schedule(
     device: str = DeviceOpt,
     output: str | None = typer.Option(None, "-o", "--output", help="schedule JSON to write"),
     force: bool = ForceOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Schedule a model with a policy; print it or save it as JSON."""
@@ -50,7 +54,7 @@ def schedule(
         check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         s = make_schedule(g, policy, ctx)
     if output:
         write_file(output, s.dumps(), force=force, protected=(model,))
@@ -70,6 +74,8 @@ def verify_cmd(
     schedule_file: str = typer.Argument(..., help="schedule JSON"),
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
@@ -78,7 +84,7 @@ def verify_cmd(
 
     s = StreamSchedule.load(schedule_file)
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
     problems = check_schedule(g, s)
     if as_json:
         emit_json({"valid": not problems, "problems": problems})
@@ -105,6 +111,8 @@ def simulate(
     trace: str | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace JSON"),
     force: bool = ForceOpt,
     measured: str | None = MeasuredOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
@@ -118,7 +126,7 @@ def simulate(
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
         ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
     s, tl = run.schedule, run.timeline
     if trace:
@@ -173,6 +181,8 @@ def compare(
     memory: bool = typer.Option(True, "--memory/--no-memory", help="also analyse memory"),
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Compare policies side by side: streams, events, simulated latency, speedup, memory."""
@@ -184,16 +194,23 @@ def compare(
     includes = MemoryOptions(include_inputs, include_params)
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         rows = compare_policies(g, names, ctx, memory=memory, includes=includes)
+    answer = None
+    if g.is_training:
+        from streamplan.app.training import training_answer
+
+        answer = training_answer(rows)
     if as_json:
         emit_json(
             {
                 "model": g.name,
                 "device": device,
                 "batch": batch or 1,
+                "train": g.is_training,
                 "memory_includes": includes.describe(),
                 "rows": [r.to_dict() for r in rows],
+                **({"training_peak": answer.to_dict()} if answer is not None else {}),
             }
         )
         return
@@ -201,3 +218,8 @@ def compare(
     for r in rows:
         if r.error:
             out.print(f"[red]{r.policy}[/red]: {r.error}")
+    if answer is not None:
+        from streamplan.report.views import training_answer_lines
+
+        for line in training_answer_lines(answer):
+            out.print(line, markup=False)

@@ -140,8 +140,10 @@ class MemoryBreakdown:
             "peaks": {p.figure: p.to_dict() for p in self.peaks},
         }
 
-    def lines(self) -> list[str]:
+    def lines(self, *, totals: bool = True) -> list[str]:
         out = [f"memory of {self.graph} by category (every storage, no reuse): {self.totals.text()}"]
+        if not totals:
+            out = []
         out.append(f"composition of each peak under {self.policy} (resident storages included):")
         out += [p.line() for p in self.peaks]
         return out

@@ -8,7 +8,9 @@ gets (``run_state``). Random ops are seeded op by op on both sides
 (``interpret.seeded_random_ops``), so dropout draws the same masks.
 
 What is compared is what the graph returns: the loss, and the gradients (no optimizer)
-or the updated parameters (with one, whose values depend on every gradient).
+or the updated parameters (with one, whose values depend on every gradient). The
+reference runs torch at one thread, as the CPU executor runs each op, so that on one
+stream both sum in the same order and agree to the bit.
 """
 
 from __future__ import annotations
@@ -166,11 +168,16 @@ def prepare_training(
         else:
             graph = load_model(str(model), batch=batch, train=True, optimizer=optimizer)
     step_of(graph)
+    from streamplan.runtime.execute import one_thread
+
     if problem is None:
         from streamplan.runtime.compare import _graph_order_reference
 
-        return PreparedStep(name, graph, None, None, _graph_order_reference(graph, seed))
+        with one_thread():  # as the executor runs ops: the same reductions, the same roundings
+            reference = _graph_order_reference(graph, seed)
+        return PreparedStep(name, graph, None, None, reference)
     state = run_state(graph, seed)
-    reference = eager_step(graph, problem, state, device=device)
+    with one_thread():
+        reference = eager_step(graph, problem, state, device=device)
     params = {**run_params(graph, problem.module), **state}
     return PreparedStep(name, graph, params, run_inputs(graph, problem), reference)

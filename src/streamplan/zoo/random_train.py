@@ -140,7 +140,7 @@ def random_training_dag(
     gradients = {w: bw.grad[w] for w in fwd.params if w in bw.grad}
     first = bw.nodes[first_backward].id if first_backward < len(bw.nodes) else None
     return finish_training_step(
-        joint.replace(name=f"random:{n}:{seed}:train"),
+        joint.replace(name=f"random:{n}:{seed}/train"),
         loss=loss,
         gradients=gradients,
         first_backward_op=first,
