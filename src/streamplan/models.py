@@ -119,8 +119,14 @@ def _load_training(spec: str, *, batch: int | None, dtype: str | None, optimizer
                 hint=f"ask for the {step.optimizer!r} update, or export the step again",
             )
         return graph
-    import torch  # noqa: F401  (a training capture needs torch; the import error is clearer here)
+    if ".py:" not in spec:
+        from streamplan.zoo.registry import get_model
 
+        if get_model(spec).kind != "torch":  # before importing torch: this costs nothing to refuse
+            raise ModelSpecError(
+                f"{spec} is a bare graph with no parameters: there is nothing to train",
+                hint="train a zoo network (streamplan zoo), a file.py:function model, or random:N",
+            )
     from streamplan.frontends.training import capture_training
 
     problem, name = training_problem_of(spec, batch=batch)
@@ -135,9 +141,9 @@ def training_problem_of(spec: str, *, batch: int | None = None) -> tuple[Any, st
 
     if ".py:" in spec:
         module, inputs, loss_fn = _load_user(spec, batch=batch)
-        return TrainingProblem(module, inputs, loss_fn, loss_name=f"{spec.rpartition(':')[2]}'s loss function"), Path(
-            spec.rpartition(":")[0]
-        ).stem
+        return TrainingProblem(
+            module, inputs, loss_fn, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
+        ), Path(spec.rpartition(":")[0]).stem
     from streamplan.zoo.registry import get_model
     from streamplan.zoo.training import training_problem
 

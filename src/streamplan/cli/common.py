@@ -36,7 +36,9 @@ ForceOpt = typer.Option(False, "--force", help="overwrite the output file if it 
 IncludeInputsOpt = typer.Option(False, "--include-inputs", help="count graph inputs in memory figures")
 IncludeParamsOpt = typer.Option(False, "--include-params", help="count params/buffers in memory figures")
 TrainOpt = typer.Option(
-    False, "--train", help="one training step (forward, loss, backward, optimizer update) instead of inference"
+    False,
+    "--train",
+    help="one training step (forward, loss, backward, optimizer update) instead of inference",
 )
 OptimizerOpt = typer.Option(
     "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
@@ -100,7 +102,9 @@ def load_graph(
     from streamplan.models import ModelRequest
 
     if optimizer != "none" and not train:
-        raise ModelSpecError(f"--optimizer {optimizer} needs --train", hint="add --train, or drop --optimizer")
+        raise ModelSpecError(
+            f"--optimizer {optimizer} needs --train", hint="add --train, or drop --optimizer"
+        )
     if progress is not None:
         progress(f"loading {model}" + (" (training step)" if train else ""), None, None)
     graph = ModelRequest(model, batch=batch, dtype=dtype, train=train, optimizer=optimizer).load()
@@ -109,9 +113,7 @@ def load_graph(
 
         step = training_step(graph)
         if step is not None and step.loss_is_default:
-            err.print(
-                f"warning: {model} gives no loss function: the loss is {step.loss_fn}", markup=False
-            )
+            err.print(f"warning: {model} gives no loss function: the loss is {step.loss_fn}", markup=False)
     return graph
 
 

@@ -135,7 +135,9 @@ def optimizer_update(
         if optimizer == "none":
             break
         if optimizer == "sgd":
-            out.updates[p] = e.op(f"{p}.add_", "aten.add_.Tensor", [r(p), r(g)], {"alpha": -h["lr"]}, writes=p)
+            out.updates[p] = e.op(
+                f"{p}.add_", "aten.add_.Tensor", [r(p), r(g)], {"alpha": -h["lr"]}, writes=p
+            )
         elif optimizer == "momentum":
             buf = e.state(p, "momentum_buffer")
             scaled = e.op(f"{buf}.mul_", "aten.mul_.Scalar", [r(buf), h["momentum"]], {}, writes=buf)
@@ -148,7 +150,9 @@ def optimizer_update(
             m, v = e.state(p, "exp_avg"), e.state(p, "exp_avg_sq")
             m1 = e.op(f"{m}.lerp_", "aten.lerp_.Scalar", [r(m), r(g), 1 - beta1], {}, writes=m)
             v1 = e.op(f"{v}.mul_", "aten.mul_.Scalar", [r(v), beta2], {}, writes=v)
-            v2 = e.op(f"{v}.addcmul_", "aten.addcmul_.default", [r(v1), r(g), r(g)], {"value": 1 - beta2}, writes=v1)
+            v2 = e.op(
+                f"{v}.addcmul_", "aten.addcmul_.default", [r(v1), r(g), r(g)], {"value": 1 - beta2}, writes=v1
+            )
             bias_correction1 = 1 - beta1**step
             bias_correction2 = 1 - beta2**step
             root = e.op(f"{p}.sqrt", "aten.sqrt.default", [r(v2)], {}, writes=None)

@@ -114,9 +114,7 @@ class _Step(torch.nn.Module):
         return (loss,)
 
 
-def capture_training(
-    problem: TrainingProblem, *, optimizer: str = "none", name: str | None = None
-) -> Graph:
+def capture_training(problem: TrainingProblem, *, optimizer: str = "none", name: str | None = None) -> Graph:
     """Trace one training step of ``problem`` (forward, loss, backward, ``optimizer`` update).
 
     Raises ``ModelSpecError`` for an unknown optimizer or a model without trainable
@@ -163,7 +161,7 @@ def _trace(step: _Step, flat: tuple, kwargs: dict, name: str) -> tuple[torch.fx.
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.nn.utils.stateless import _reparametrize_module
 
-    mode = FakeTensorMode(allow_non_fake_inputs=False)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)  # a loss may close over real labels
 
     def fake(x: Any) -> Any:
         return mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x
@@ -260,7 +258,10 @@ def _to_graph(
     seeded = _seed_random_ops(g)
     constants = _small_constants(gm)
     graph = FxConverter(gm, name, kinds, fqns, Problems(name)).run(
-        input_names=[n.name for n in user], constant_values=constants, output_structure=None, source="aot_autograd"
+        input_names=[n.name for n in user],
+        constant_values=constants,
+        output_structure=None,
+        source="aot_autograd",
     )
     if seeded:
         graph = graph.replace(

@@ -67,10 +67,15 @@ class TrainingStep:
                 loss_fn=str(data.get("loss_fn", "")),
                 loss_is_default=bool(data.get("loss_is_default", False)),
                 optimizer=str(data.get("optimizer", "none")),
-                hyperparameters=FrozenDict({str(k): float(v) for k, v in data.get("hyperparameters", {}).items()}),
+                hyperparameters=FrozenDict(
+                    {str(k): float(v) for k, v in data.get("hyperparameters", {}).items()}
+                ),
                 gradients=FrozenDict({str(k): str(v) for k, v in data.get("gradients", {}).items()}),
                 optimizer_state=FrozenDict(
-                    {str(k): (str(v["param"]), str(v["slot"])) for k, v in data.get("optimizer_state", {}).items()}
+                    {
+                        str(k): (str(v["param"]), str(v["slot"]))
+                        for k, v in data.get("optimizer_state", {}).items()
+                    }
                 ),
                 updates=FrozenDict({str(k): str(v) for k, v in data.get("updates", {}).items()}),
                 first_backward_op=data.get("first_backward_op"),

@@ -51,7 +51,9 @@ def verify(graph: Graph) -> Graph:
     for vid, role in graph.roles.items():
         if role not in ROLES:
             raise GraphError(
-                f"value {vid!r} has unknown role {role!r}", where=graph.name, hint=f"use one of {', '.join(ROLES)}"
+                f"value {vid!r} has unknown role {role!r}",
+                where=graph.name,
+                hint=f"use one of {', '.join(ROLES)}",
             )
         v = graph.values.get(vid)
         if v is None or v.is_alias:

@@ -95,7 +95,9 @@ class PeakExplanation:
 
     def lines(self) -> list[str]:
         out = list(self.report.lines())
-        out.append(f"host-order peak at launch of {self.host_order_op or '-'}: " + _listing(self.host_order_live))
+        out.append(
+            f"host-order peak at launch of {self.host_order_op or '-'}: " + _listing(self.host_order_live)
+        )
         out.append(
             f"worst-case instant (running {', '.join(self.worst_case_running) or '-'}): "
             + _listing(self.worst_case_live)

@@ -36,7 +36,15 @@ def memory_lines(a: MemoryAnalysis) -> list[str]:
 def step_lines(info: dict) -> list[str]:
     """``show``'s lines for a training step: loss, optimizer, memory by category, the peak."""
     b = info["memory_breakdown"]
-    names = ("parameters", "gradients", "optimizer_state", "saved_activations", "temporaries", "inputs", "buffers")
+    names = (
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "saved_activations",
+        "temporaries",
+        "inputs",
+        "buffers",
+    )
     lines = [
         f"training step: loss = {info['loss']}; optimizer update: {info['optimizer']}",
         "  every storage, by category: "
@@ -47,14 +55,18 @@ def step_lines(info: dict) -> list[str]:
         lines.append(
             f"  peak in graph order (one stream), during the {'/'.join(peak['phases'])} at {peak['ops'][0]}: "
             f"{fmt_bytes(peak['total_bytes'])} = "
-            + ", ".join(f"{n.replace('_', ' ')} {fmt_bytes(peak[n + '_bytes'])}" for n in names if peak[n + "_bytes"])
+            + ", ".join(
+                f"{n.replace('_', ' ')} {fmt_bytes(peak[n + '_bytes'])}" for n in names if peak[n + "_bytes"]
+            )
         )
     return lines
 
 
 def training_answer_lines(a: TrainingAnswer) -> list[str]:
     """Whether and where multi-stream raises the training peak, and why (``compare --train``)."""
-    return ["training peak, policy by policy (worst case over all timings):"] + [f"  {line}" for line in a.lines]
+    return ["training peak, policy by policy (worst case over all timings):"] + [
+        f"  {line}" for line in a.lines
+    ]
 
 
 def explain_lines(e: ExplainResult) -> list[str]:

@@ -155,6 +155,7 @@ def measure_cuda(
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         cg = torch.cuda.CUDAGraph()
+        reset()  # a device runs nothing while capturing; a fake one may
         with torch.cuda.graph(cg):
             outputs = executor.launch(dict(env), tracker)
         replay = cg.replay

@@ -251,7 +251,9 @@ class Restorer:
 
     def __init__(self, graph: Graph, env: Mapping[str, Any]):
         self.env = env
-        self.saved = {v: env[v].clone() for v in written_leaves(graph) if isinstance(env.get(v), torch.Tensor)}
+        self.saved = {
+            v: env[v].clone() for v in written_leaves(graph) if isinstance(env.get(v), torch.Tensor)
+        }
 
     def __call__(self) -> None:
         with torch.no_grad():

@@ -25,7 +25,13 @@ import torch.utils._pytree as pytree
 from streamplan.errors import ExecutionError
 from streamplan.ir.graph import Graph
 from streamplan.ir.training import TrainingStep, training_step
-from streamplan.runtime.interpret import params_from_module, random_tensor, seeded_random_ops
+from streamplan.runtime.interpret import (
+    call_node,
+    initial_env,
+    params_from_module,
+    random_tensor,
+    seeded_random_ops,
+)
 
 
 def step_of(graph: Graph) -> TrainingStep:
@@ -110,6 +116,16 @@ def eager_step(
     return tuple(values[v] for v in graph.outputs)
 
 
+def graph_order_outputs(graph: Graph, seed: int = 0) -> tuple[Any, ...]:
+    """The graph's ops run one by one in graph order from the seeded starting tensors (the
+    reference of a step that has no module: ``random:N``, a saved graph)."""
+    env = initial_env(graph, None, None, seed=seed)
+    with torch.no_grad():
+        for node in graph.nodes:
+            env.update(zip(node.outputs, call_node(node, env, "cpu"), strict=True))
+    return tuple(env[v] for v in graph.outputs)
+
+
 def _optimizer(step: TrainingStep, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     h = step.hyperparameters
     if step.optimizer == "sgd":
@@ -171,10 +187,8 @@ def prepare_training(
     from streamplan.runtime.execute import one_thread
 
     if problem is None:
-        from streamplan.runtime.compare import _graph_order_reference
-
         with one_thread():  # as the executor runs ops: the same reductions, the same roundings
-            reference = _graph_order_reference(graph, seed)
+            reference = graph_order_outputs(graph, seed)
         return PreparedStep(name, graph, None, None, reference)
     state = run_state(graph, seed)
     with one_thread():
