@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,8 +114,17 @@ class _Step(torch.nn.Module):
         return (loss,)
 
 
-def capture_training(problem: TrainingProblem, *, optimizer: str = "none", name: str | None = None) -> Graph:
+def capture_training(
+    problem: TrainingProblem,
+    *,
+    optimizer: str = "none",
+    name: str | None = None,
+    hyperparameters: Mapping[str, float] | None = None,
+) -> Graph:
     """Trace one training step of ``problem`` (forward, loss, backward, ``optimizer`` update).
+
+    ``hyperparameters`` override the optimizer's defaults (``optimizers.DEFAULT_HYPERPARAMETERS``:
+    ``lr``, ``momentum``, ``beta1``, ``beta2``, ``eps``, and ``step``, Adam's step number).
 
     Raises ``ModelSpecError`` for an unknown optimizer or a model without trainable
     parameters, ``CaptureError`` for a loss that is not a scalar, data-dependent control
@@ -137,7 +146,8 @@ def capture_training(problem: TrainingProblem, *, optimizer: str = "none", name:
     step = _Step(problem, len(args))
     module.train()
     gm, sig = _trace(step, (*args, *problem.targets), kwargs, name)
-    return _to_graph(gm, sig, problem, optimizer, name, n_inputs=len(pytree.tree_leaves((args, kwargs))))
+    n_inputs = len(pytree.tree_leaves((args, kwargs)))
+    return _to_graph(gm, sig, problem, optimizer, name, n_inputs=n_inputs, hyperparameters=hyperparameters)
 
 
 # -- tracing ---------------------------------------------------------------------
@@ -223,7 +233,13 @@ def _trace_error(e: Exception, phase: str, name: str) -> CaptureError:
 
 
 def _to_graph(
-    gm: torch.fx.GraphModule, sig: Any, problem: TrainingProblem, optimizer: str, name: str, n_inputs: int
+    gm: torch.fx.GraphModule,
+    sig: Any,
+    problem: TrainingProblem,
+    optimizer: str,
+    name: str,
+    n_inputs: int,
+    hyperparameters: Mapping[str, float] | None = None,
 ) -> Graph:
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
@@ -245,6 +261,8 @@ def _to_graph(
     flat_out = list(outputs.args[0])
     out_by_name = {n.name: n for n in flat_out if isinstance(n, torch.fx.Node)}
     loss = out_by_name[sig.user_outputs[0]]
+    if loss.op == "call_function":
+        loss._rename("loss")
     grads: dict[str, torch.fx.Node] = {}  # param placeholder name -> gradient node
     for out_name, fqn in sig.backward_signature.gradients_to_parameters.items():
         param = next(n for n in placeholders if fqns.get(n.name) == fqn.removeprefix("model."))
@@ -278,6 +296,7 @@ def _to_graph(
         gradients={p: grads[p].name for p in graph.params if p in grads},
         first_backward_op=graph.nodes[after].id if after < len(graph.nodes) else None,
         optimizer=optimizer,
+        hyperparameters=hyperparameters,
         loss_fn=problem.loss_description,
         loss_is_default=problem.loss_fn is None,
         extra_meta={"targets": [n.name for n in user[n_inputs:]]},
