@@ -71,3 +71,17 @@ def two_branch_graph(optimizer: str = "none") -> Graph:
 @functools.cache
 def mlp_graph(optimizer: str = "none") -> Graph:
     return capture_training(mlp_problem(), optimizer=optimizer, name="mlp")
+
+
+def small_zoo_problem(name: str, batch: int = 2) -> TrainingProblem:
+    """A zoo model's training problem with shrunk inputs (as ``helpers.models.shrink``; labels of
+    sequences cut to the same length). Batch 2: batch norm in training needs two values."""
+    import dataclasses
+
+    from helpers.models import SEQ_LEN, shrink
+    from streamplan.zoo.training import training_problem
+
+    problem = training_problem(name, batch)
+    inputs = shrink(name, tuple(problem.inputs))
+    targets = tuple(t[:, :SEQ_LEN].contiguous() if t.dim() == 2 else t for t in problem.targets)
+    return dataclasses.replace(problem, inputs=inputs, targets=targets)

@@ -2,7 +2,8 @@
 
 Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
-(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``). ``make_context``
+(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``); for training steps
+``describe_step`` (``show --train``) and ``training_answer`` (``compare --train``). ``make_context``
 builds the ``ScheduleContext`` they take from a device profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
@@ -21,6 +22,7 @@ from streamplan.app.context import MeasuredCoverage, cost_model, make_context
 from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy, explain_run
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
 from streamplan.app.run import RunReport, profile_for, run_model
+from streamplan.app.training import TrainingAnswer, describe_step, step_breakdown, training_answer
 
 __all__ = [
     "ExplainResult",
@@ -32,8 +34,10 @@ __all__ = [
     "PolicyRun",
     "RunReport",
     "SimulatedNote",
+    "TrainingAnswer",
     "analyze_run_memory",
     "compare_policies",
+    "describe_step",
     "cost_model",
     "explain_policy",
     "explain_run",
@@ -43,4 +47,6 @@ __all__ = [
     "run_model",
     "run_policy",
     "run_schedule",
+    "step_breakdown",
+    "training_answer",
 ]

@@ -89,6 +89,7 @@ def training_answer(rows: Sequence[PolicyRow]) -> TrainingAnswer | None:
             f"the {'/'.join(wc.phases)} while {', '.join(wc.ops[:4])} may run at once; against "
             f"{base.policy}'s peak instant (MiB): {change}"
         )
+    lines += _allocator_lines(base, [r for r in ok if r is not base])
     hosts = {r.memory.host_order_peak_bytes for r in ok}
     if len(hosts) == 1 and any(v > 0 for v in raises.values()):
         lines.append(
@@ -96,3 +97,22 @@ def training_answer(rows: Sequence[PolicyRow]) -> TrainingAnswer | None:
             "policy: it cannot see these overlaps"
         )
     return TrainingAnswer(base.policy, tuple(lines), raises)
+
+
+def _allocator_lines(base: PolicyRow, others: list[PolicyRow]) -> list[str]:
+    """What PyTorch's caching allocator would reserve, where it grows more than the tensors do."""
+    if base.memory.torch_cuda is None:
+        return []
+    reserved0 = base.memory.torch_cuda["reserved_peak_bytes"]
+    out = []
+    for r in others:
+        tc = r.memory.torch_cuda
+        if tc is None or tc["reserved_peak_bytes"] <= 1.05 * reserved0:
+            continue
+        out.append(
+            f"{r.policy}: PyTorch's caching allocator would reserve {tc['reserved_peak_bytes'] / MIB:.0f} MiB "
+            f"against {reserved0 / MIB:.0f} MiB on one stream (torch-cuda replay): each stream allocates from "
+            "its own pool, so memory freed on one stream cannot serve allocations on "
+            "another, and frees of blocks used across streams wait for those streams to catch up"
+        )
+    return out

@@ -16,13 +16,16 @@ stream both sum in the same order and agree to the bit.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
 
 from streamplan.errors import ExecutionError
+from streamplan.frontends.torch_capture import _split_inputs
 from streamplan.ir.graph import Graph
 from streamplan.ir.training import TrainingStep, training_step
 from streamplan.runtime.interpret import (
@@ -55,8 +58,6 @@ def run_state(graph: Graph, seed: int = 0) -> dict[str, torch.Tensor]:
 
 def run_inputs(graph: Graph, problem: Any) -> list[torch.Tensor]:
     """The tensors of ``graph.inputs``: the model's inputs (flattened), then the targets."""
-    from streamplan.frontends.torch_capture import _split_inputs
-
     args, kwargs = _split_inputs(problem.inputs)
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     tensors += list(problem.targets)
@@ -80,8 +81,6 @@ def eager_step(
     module = copy.deepcopy(problem.module).to(device).train()
     named = dict(module.named_parameters())
     fqn = graph.param_names
-    from streamplan.frontends.torch_capture import _split_inputs
-
     args, kwargs = _split_inputs(problem.inputs)
     move = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
     args, kwargs = pytree.tree_map(move, (args, kwargs))
@@ -90,8 +89,6 @@ def eager_step(
         module.zero_grad(set_to_none=True)
         with seeded_random_ops():
             output = module(*args, **kwargs)
-            import dataclasses
-
             loss = dataclasses.replace(problem, targets=targets).compute_loss(output)
         loss.backward()
     values: dict[str, torch.Tensor] = {step.loss: loss.detach()}
@@ -135,22 +132,16 @@ def _optimizer(step: TrainingStep, params: list[torch.nn.Parameter]) -> torch.op
     return torch.optim.Adam(params, lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"], foreach=False)
 
 
+@dataclass(frozen=True)
 class PreparedStep:
-    """A training step ready to run: its graph, starting tensors and eager reference."""
+    """A training step ready to run: its graph, starting tensors and the eager reference of its
+    outputs (``params`` and ``inputs`` are None for graph-only specs: seeded tensors are used)."""
 
-    def __init__(
-        self,
-        name: str,
-        graph: Graph,
-        params: dict[str, torch.Tensor] | None,
-        inputs: list[torch.Tensor] | None,
-        reference: tuple[Any, ...],
-    ):
-        self.name = name
-        self.graph = graph
-        self.params = params
-        self.inputs = inputs
-        self.reference = reference
+    name: str
+    graph: Graph
+    params: dict[str, torch.Tensor] | None
+    inputs: list[torch.Tensor] | None
+    reference: tuple[Any, ...]
 
 
 def prepare_training(
