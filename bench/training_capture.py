@@ -6,7 +6,8 @@
 Builds each model's training problem (weights, inputs, labels: not timed), then times
 ``capture_training`` alone (no optimizer; ``--optimizer`` adds one). The first trace in a
 process pays a one-off warm-up, so a tiny step is captured first. ``random:N`` steps are
-built on the IR without torch; their time is the whole build.
+built on the IR without torch; their time is the whole build, and for N up to
+``--analyse-up-to`` the asap schedule and every memory figure are timed too.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--optimizer", default="none")
     ap.add_argument("--random", nargs="*", type=int, default=[1000, 10000, 100000])
+    ap.add_argument("--analyse-up-to", type=int, default=10000)
     args = ap.parse_args()
     torch.set_num_threads(1)
     warm = torch.nn.Linear(2, 2)

@@ -145,6 +145,13 @@ def test_data_dependent_control_flow_in_the_backward_is_named():
         capture_training(TrainingProblem(_Branchy(), (torch.randn(2, 4),)))
 
 
+def test_an_unused_trainable_parameter_is_named():
+    module = MLP()
+    module.unused = nn.Linear(2, 2)
+    with pytest.raises(CaptureError, match="gets no gradient"):
+        capture_training(TrainingProblem(module, (torch.randn(4, 6),)))
+
+
 def test_an_unknown_optimizer_is_refused_before_tracing():
     with pytest.raises(ModelSpecError, match="unknown optimizer 'lamb'"):
         capture_training(mlp_problem(), optimizer="lamb")

@@ -167,6 +167,7 @@ def _no_stack_traces() -> Iterator[None]:
 
 
 def _trace(step: _Step, flat: tuple, kwargs: dict, name: str) -> tuple[torch.fx.GraphModule, Any]:
+    from torch._export.utils import _compiling_state_context
     from torch._functorch.aot_autograd import aot_export_module
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.nn.utils.stateless import _reparametrize_module
@@ -185,7 +186,9 @@ def _trace(step: _Step, flat: tuple, kwargs: dict, name: str) -> tuple[torch.fx.
             fake_state = {k: fake(v) for k, v in state.items()}
             fake_flat = tuple(fake(x) for x in flat)
             fake_kwargs = pytree.tree_map(fake, kwargs)
-            with _reparametrize_module(step, fake_state):
+            # model code sees what torch.export shows it ("compiling/exporting": e.g. transformers
+            # then skips data-dependent checks of attention masks)
+            with _reparametrize_module(step, fake_state), _compiling_state_context():
                 return aot_export_module(
                     step, fake_flat, trace_joint=True, output_loss_index=0, kwargs=fake_kwargs
                 )
@@ -215,6 +218,12 @@ def _trace_error(e: Exception, phase: str, name: str) -> CaptureError:
             where=where,
             hint="a static graph cannot follow a branch on tensor data; use torch.where, or move the "
             "decision out of the model",
+        )
+    if "did not receive a gradient" in text:
+        return CaptureError(
+            "a parameter that requires grad gets no gradient: the loss does not use it",
+            where=where,
+            hint="set requires_grad=False on parameters the loss does not depend on",
         )
     if "does not require gradients" in text:
         return CaptureError(
