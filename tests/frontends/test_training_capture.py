@@ -163,3 +163,34 @@ def test_labels_closed_over_by_the_loss_are_recorded_by_value():
     g = capture_training(problem)
     constants = g.meta["constant_values"]
     assert [0, 2, 1, 1] in constants.values()
+
+
+class _Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.mid = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 10, bias=False)
+        self.head.weight = self.emb.weight  # tied, as language models tie their embeddings
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.mid(self.emb(x))))
+
+
+def test_tied_weights_are_one_parameter_whose_gradient_sums_both_uses():
+    from streamplan.runtime import run_and_compare
+
+    torch.manual_seed(0)
+    x, y = torch.randint(0, 10, (2, 3)), torch.randint(0, 10, (2, 3))
+    problem = TrainingProblem(
+        _Tied(), (x,), lambda out, t: F.cross_entropy(out.reshape(-1, 10), t.reshape(-1)), (y,)
+    )
+    g = capture_training(problem, optimizer="adam")
+    assert [p for p in g.params if g.values[p].kind == "param"] == [
+        "p_emb_weight",
+        "p_mid_weight",
+        "p_mid_bias",
+    ]
+    assert g.node(g.producer(training_step(g).gradients["p_emb_weight"])).op == "aten.add.Tensor"
+    c = run_and_compare(problem, "sequential", graph=g, train=True, optimizer="adam")
+    assert c.matches_eager and c.max_abs_error == 0.0

@@ -147,7 +147,14 @@ def capture_training(
     module.train()
     gm, sig = _trace(step, (*args, *problem.targets), kwargs, name)
     n_inputs = len(pytree.tree_leaves((args, kwargs)))
-    return _to_graph(gm, sig, problem, optimizer, name, n_inputs=n_inputs, hyperparameters=hyperparameters)
+    first_name: dict[int, str] = {}
+    tied = {  # a parameter registered under two names (tied weights) -> its first name
+        fqn.removeprefix("model."): first_name.setdefault(id(p), fqn).removeprefix("model.")
+        for fqn, p in step.named_parameters(remove_duplicate=False)
+    }
+    return _to_graph(
+        gm, sig, problem, optimizer, name, n_inputs=n_inputs, hyperparameters=hyperparameters, tied=tied
+    )
 
 
 # -- tracing ---------------------------------------------------------------------
@@ -183,7 +190,8 @@ def _trace(step: _Step, flat: tuple, kwargs: dict, name: str) -> tuple[torch.fx.
     }
     try:
         with _quiet(), _no_stack_traces():
-            fake_state = {k: fake(v) for k, v in state.items()}
+            fakes: dict[int, Any] = {}  # a tensor registered under two names (tied weights) stays one
+            fake_state = {k: fakes.setdefault(id(v), fake(v)) for k, v in state.items()}
             fake_flat = tuple(fake(x) for x in flat)
             fake_kwargs = pytree.tree_map(fake, kwargs)
             # model code sees what torch.export shows it ("compiling/exporting": e.g. transformers
@@ -249,6 +257,7 @@ def _to_graph(
     name: str,
     n_inputs: int,
     hyperparameters: Mapping[str, float] | None = None,
+    tied: Mapping[str, str] | None = None,
 ) -> Graph:
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
@@ -279,8 +288,9 @@ def _to_graph(
         if node.op == "call_function" and node not in grads.values():
             node._rename("grad_" + _ident(fqns[param.name]))
         grads[param.name] = node
+    _merge_tied(g, grads, fqns, kinds, tied or {})
     for out_name, fqn in sig.buffers_to_mutate.items():
-        _write_back(g, out_by_name[out_name], by_name_of(placeholders, fqns, fqn.removeprefix("model.")))
+        _write_back(g, out_by_name[out_name], _by_name_of(placeholders, fqns, fqn.removeprefix("model.")))
     outputs.args = ((loss, *grads.values()),)
     seeded = _seed_random_ops(g)
     constants = _small_constants(gm)
@@ -312,8 +322,38 @@ def _to_graph(
     )
 
 
-def by_name_of(placeholders: list[torch.fx.Node], fqns: dict[str, str], fqn: str) -> torch.fx.Node:
+def _by_name_of(placeholders: list[torch.fx.Node], fqns: dict[str, str], fqn: str) -> torch.fx.Node:
     return next(n for n in placeholders if fqns.get(n.name) == fqn)
+
+
+def _merge_tied(
+    g: torch.fx.Graph,
+    grads: dict[str, torch.fx.Node],
+    fqns: dict[str, str],
+    kinds: dict[str, str],
+    tied: Mapping[str, str],
+) -> None:
+    """One parameter per tensor: the tracer gives a weight registered under two names (tied
+    embeddings) two inputs and two gradients; eager has one parameter whose gradient is their sum."""
+    by_fqn = {fqn: ph for ph, fqn in fqns.items()}
+    order = {n: i for i, n in enumerate(g.nodes)}
+    for alias, first in tied.items():
+        if alias == first or alias not in by_fqn or first not in by_fqn:
+            continue
+        keep = next(n for n in g.nodes if n.op == "placeholder" and n.name == by_fqn[first])
+        drop = next(n for n in g.nodes if n.op == "placeholder" and n.name == by_fqn[alias])
+        drop.replace_all_uses_with(keep)
+        g.erase_node(drop)
+        del fqns[drop.name], kinds[drop.name]
+        a, b = grads.get(keep.name), grads.pop(drop.name, None)
+        if a is None or b is None:
+            continue
+        later = max(a, b, key=order.__getitem__)
+        with g.inserting_after(later):
+            total = g.call_function(torch.ops.aten.add.Tensor, (a, b))
+        total.meta["val"] = a.meta["val"]
+        total._rename(f"grad_{_ident(first)}_total")
+        grads[keep.name] = total
 
 
 def _write_back(g: torch.fx.Graph, new: torch.fx.Node, buffer: torch.fx.Node) -> None:
