@@ -44,7 +44,7 @@ class TrainingAnswer:
 
     baseline: str
     lines: tuple[str, ...]
-    raises: dict[str, int]  # policy -> worst-case bytes above the baseline's (upper bounds)
+    raises: dict[str, int]  # policy -> worst-case bytes above the baseline's (upper bounds when not exact)
 
     def to_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "raises_bytes": dict(self.raises), "answer": list(self.lines)}
@@ -84,8 +84,9 @@ def training_answer(rows: Sequence[PolicyRow]) -> TrainingAnswer | None:
             for name in ("saved_activations", "gradients", "temporaries")
         )
         pct = 100 * delta / max(1, base.memory.worst_case.upper_bytes)
+        up_to = "" if r.memory.worst_case.exact and base.memory.worst_case.exact else "up to "
         lines.append(
-            f"{r.policy}: raises the worst case by {delta / MIB:.2f} MiB ({pct:+.1f}% of the activations), in "
+            f"{r.policy}: raises the worst case by {up_to}{delta / MIB:.2f} MiB ({pct:+.1f}% of the activations), in "
             f"the {'/'.join(wc.phases)} while {', '.join(wc.ops[:4])} may run at once; against "
             f"{base.policy}'s peak instant (MiB): {change}"
         )
