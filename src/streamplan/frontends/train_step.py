@@ -76,7 +76,7 @@ def finish_training_step(
         outputs=tuple(dict.fromkeys(outputs)),
         meta=meta,
     )
-    return verify(out.replace(roles=storage_roles(out, step)))
+    return verify(out.with_roles(storage_roles(out, step)))
 
 
 def storage_roles(graph: Graph, step: TrainingStep) -> dict[str, Role]:

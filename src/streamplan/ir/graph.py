@@ -14,6 +14,7 @@ waits for that write).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -225,6 +226,12 @@ class Graph:
     def replace(self, **changes: Any) -> Graph:
         """A new graph with some fields replaced (the index is rebuilt)."""
         return dataclasses.replace(self, **changes)
+
+    def with_roles(self, roles: Mapping[str, Role]) -> Graph:
+        """The same graph with ``roles`` (they do not change the index, so it is shared)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "roles", freeze(roles))
+        return out
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -136,11 +136,19 @@ def random_training_dag(
             bw.accumulate(a, g)
             bw.accumulate(b, bw._op("aten.mul.Tensor", [tensor_ref(g), tensor_ref(c)], b, numel))
             bw.accumulate(c, bw._op("aten.mul.Tensor", [tensor_ref(g), tensor_ref(b)], c, numel))
-    joint = fwd.replace(nodes=(*fwd.nodes, *bw.nodes), values=bw.values, outputs=(loss,))
+    joint = Graph(
+        f"random:{n}:{seed}/train",
+        (*fwd.nodes, *bw.nodes),
+        bw.values,
+        fwd.inputs,
+        fwd.params,
+        (loss,),
+        fwd.meta,
+    )
     gradients = {w: bw.grad[w] for w in fwd.params if w in bw.grad}
     first = bw.nodes[first_backward].id if first_backward < len(bw.nodes) else None
     return finish_training_step(
-        joint.replace(name=f"random:{n}:{seed}/train"),
+        joint,
         loss=loss,
         gradients=gradients,
         first_backward_op=first,
