@@ -112,6 +112,7 @@ class PeakExplanation:
 
 
 SHOWN_STORAGES = 12  # the text lists the largest ones; JSON keeps them all
+SHOWN_OVERLAPS = 10
 
 
 def _listing(storages: tuple[LiveStorage, ...]) -> str:
@@ -191,8 +192,11 @@ def explain_peak(
             if len(sizes) == 1 and wc.exact
             else f"at most {_mib(wc.upper_bytes)} is ever live at once"
         )
+        names = ", ".join(arena.bound_storages[:SHOWN_STORAGES])
+        if k > SHOWN_STORAGES:
+            names += f" and {k - SHOWN_STORAGES} more"
         notes.append(
-            f"{_count(k)} tensors ({', '.join(arena.bound_storages)}) may pairwise be live together "
+            f"{_count(k)} tensors ({names}) may pairwise be live together "
             f"under varying timings, although {at_once}; so no fixed placement fits in "
             f"{_mib(wc.upper_bytes)}: the static arena needs at least {_mib(arena.lower_bound_bytes)}"
         )
@@ -275,7 +279,11 @@ class PeakComparison:
             )
         if self.overlaps:
             out.append(f"  storages coexisting at the {o.policy} worst case only because of new overlap:")
-            out += [f"    {x}" for x in self.overlaps]
+            out += [f"    {x}" for x in self.overlaps[:SHOWN_OVERLAPS]]
+            if len(self.overlaps) > SHOWN_OVERLAPS:
+                out.append(
+                    f"    and {len(self.overlaps) - SHOWN_OVERLAPS} more pairs (the JSON form lists them all)"
+                )
         elif o.worst_case.upper_bytes <= b.worst_case.lower_bytes:
             out.append(f"  {o.policy} does not raise the worst-case peak")
         out += [f"  warning: {w}" for w in self.warnings]
@@ -307,6 +315,7 @@ def compare_peaks(
                 if lb.dead_before(a, b.creator):
                     u = next((u for u in a.last_users if lo.hb.concurrent(u, b.creator)), a.last_users[0])
                     overlaps.append(NewOverlap(a.storage, b.storage, u, b.creator))
+    overlaps.sort(key=lambda o: -(by[o.first].nbytes + by[o.second].nbytes))  # the largest first
     pairs = None
     order = graph.node_ids
     if len(order) <= 2000:
