@@ -131,7 +131,10 @@ def test_the_founding_experiment_answer_has_its_shape():
     rows = {r["policy"]: r for r in d["rows"]}
     seq = rows["sequential"]["memory_breakdown"]["peaks"]["worst-case"]
     assert seq["phases"] == ["backward"]
-    assert seq["saved_activations_bytes"] > 0.7 * seq["total_bytes"]
+    categories = ("parameters", "gradients", "optimizer_state", "saved_activations", "temporaries", "inputs")
+    assert max(categories, key=lambda c: seq[f"{c}_bytes"]) == "saved_activations"
+    transient = seq["saved_activations_bytes"] + seq["gradients_bytes"] + seq["temporaries_bytes"]
+    assert seq["saved_activations_bytes"] > 0.6 * transient  # 94% at batch 32 (BENCHMARKS.md)
     for policy in ("wavefront", "asap"):
         wc = rows[policy]["memory"]["worst_case_peak_bytes"]["upper"]
         base = rows["sequential"]["memory"]["worst_case_peak_bytes"]["upper"]
