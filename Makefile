@@ -40,6 +40,8 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) bench/zoo_peaks.py
 	OMP_NUM_THREADS=1 $(PY) bench/cpu_runtime.py --models squeezenet inception_v3 randwire nasnet_a --repeat 5
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/cpu_allocations.py
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/training_capture.py
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/training_peaks.py --check
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -21,6 +21,19 @@ def capture(module, example_inputs, *, name: str | None = None) -> Graph:
     return _capture(module, example_inputs, name=name)
 
 
+def capture_training(
+    module, example_inputs, loss_fn=None, targets=(), *, optimizer: str = "none", name: str | None = None
+) -> Graph:
+    """Capture one training step of ``module`` — forward, ``loss_fn(output, *targets)`` (the sum
+    of the outputs when None), backward and ``optimizer``'s update (none, sgd, momentum, adam)
+    — as one graph, under FakeTensor (``docs/training.md``)."""
+    from streamplan.frontends.training import TrainingProblem
+    from streamplan.frontends.training import capture_training as _capture_training
+
+    problem = TrainingProblem(module, example_inputs, loss_fn, tuple(targets), "the given loss function")
+    return _capture_training(problem, optimizer=optimizer, name=name)
+
+
 def backend(policy: str = "nimble", ctx=None, *, device: str | None = None):
     """A ``torch.compile`` backend running the captured graph with a stream schedule:
     ``torch.compile(model, backend=streamplan.backend(policy="nimble"))``; ``ctx`` is a
@@ -38,6 +51,7 @@ __all__ = [
     "verify",
     "load_model",
     "capture",
+    "capture_training",
     "StreamplanError",
     "__version__",
 ]

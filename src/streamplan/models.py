@@ -27,7 +27,9 @@ class ModelRequest:
     """Everything that decides which graph a model spec becomes (what a command was asked for).
 
     ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function`` or ``.onnx``;
-    ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model.
+    ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model;
+    ``train`` asks for one training step (forward, loss, backward) instead of inference,
+    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``).
     Every field changes the graph, so the capture cache keys on all of them
     (``streamplan.cache``): a field added here is part of the key without further work.
     """
@@ -35,6 +37,8 @@ class ModelRequest:
     spec: str
     batch: int | None = None
     dtype: str | None = None
+    train: bool = False
+    optimizer: str = "none"
 
     def fields(self) -> dict[str, Any]:
         """Every field by name (what the capture cache keys on)."""
@@ -66,7 +70,9 @@ class ModelRequest:
                 progress(f"{self.spec}: from the capture cache", None, None)
                 return graph
         progress(f"{self.spec}: {'capturing (torch.export)' if self.captures else 'loading'}", None, None)
-        graph = load_model(self.spec, batch=self.batch, dtype=self.dtype)
+        graph = load_model(
+            self.spec, batch=self.batch, dtype=self.dtype, train=self.train, optimizer=self.optimizer
+        )
         if cache is not None and self.captures:
             cache.put(self, graph)
         return graph
@@ -104,16 +110,36 @@ def _python_functions_hint(path: Path) -> str:
     return f"{form}; {path.name} defines: {', '.join(f'{path}:{n}' for n in names[:5])}"
 
 
-def load_model(spec: str, *, batch: int | None = None, dtype: str | None = None) -> Graph:
+def load_model(
+    spec: str,
+    *,
+    batch: int | None = None,
+    dtype: str | None = None,
+    train: bool = False,
+    optimizer: str = "none",
+) -> Graph:
     """Load ``spec`` as a verified graph with at least one op.
 
     ``batch`` rebuilds the example inputs at that batch size (not possible for graph
     files: their shapes are fixed); ``dtype`` casts the model and its floating inputs
     (torch models) or sets the element type (graphs). The graph's ``meta["batch"]``
     records the batch it was built at (a graph file's own record, if it has one).
+    ``train`` loads one training step with ``optimizer``'s update (see ``ModelRequest``).
     """
     check_request(spec, batch, dtype)
-    graph = _load(spec, batch=batch, dtype=dtype)
+    from streamplan.frontends.optimizers import check_optimizer
+
+    check_optimizer(optimizer)
+    if train:
+        graph = _load_training(spec, batch=batch, dtype=dtype, optimizer=optimizer)
+    elif optimizer != "none":
+        raise ModelSpecError(
+            f"an optimizer update ({optimizer}) belongs to a training step",
+            where=spec,
+            hint="ask for the training step as well, or leave the optimizer out",
+        )
+    else:
+        graph = _load(spec, batch=batch, dtype=dtype)
     if not graph.nodes:
         raise ModelSpecError(
             "the model has no operators: its forward computes nothing on tensors (returning, say, "
@@ -164,13 +190,99 @@ def _with_batch(graph: Graph, batch: int | None) -> Graph:
     return graph.replace(meta={**graph.meta, "batch": batch})
 
 
+def _load_training(spec: str, *, batch: int | None, dtype: str | None, optimizer: str) -> Graph:
+    if spec.startswith("random:"):
+        from streamplan.zoo.random_dag import parse_spec
+        from streamplan.zoo.random_train import random_training_dag
+
+        n, seed = parse_spec(spec)
+        return random_training_dag(n, seed, batch=batch or 1, dtype=dtype or "float32", optimizer=optimizer)
+    if spec.endswith(".json"):
+        from streamplan.ir.training import training_step
+
+        graph = load_model(spec, batch=batch, dtype=dtype)
+        step = training_step(graph)
+        if step is None:
+            raise ModelSpecError(
+                f"{spec} holds an inference graph: a training step cannot be derived from a saved graph",
+                hint="export the training step of the model instead",
+            )
+        if step.optimizer != optimizer:
+            raise ModelSpecError(
+                f"{spec} is a training step with the {step.optimizer!r} update, not {optimizer!r}",
+                hint=f"ask for the {step.optimizer!r} update, or export the step again",
+            )
+        return graph
+    if ".py:" not in spec:
+        from streamplan.zoo.registry import get_model
+
+        if get_model(spec).kind != "torch":  # before importing torch: this costs nothing to refuse
+            raise ModelSpecError(
+                f"{spec} is a bare graph with no parameters: there is nothing to train",
+                hint="train a zoo network (streamplan zoo), a file.py:function model, or random:N",
+            )
+    from streamplan.frontends.training import capture_training
+
+    problem, name = training_problem_of(spec, batch=batch)
+    if dtype is not None and dtype != "float32":
+        problem = _cast_problem(problem, dtype)
+    return capture_training(problem, optimizer=optimizer, name=name)
+
+
+def training_problem_of(spec: str, *, batch: int | None = None) -> tuple[Any, str]:
+    """``(TrainingProblem, name)`` of a zoo model or a ``file.py:function`` spec."""
+    from streamplan.frontends.training import TrainingProblem
+
+    if ".py:" in spec:
+        module, inputs, loss_fn = _load_user(spec, batch=batch)
+        return TrainingProblem(
+            module, inputs, loss_fn, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
+        ), Path(spec.rpartition(":")[0]).stem
+    from streamplan.zoo.registry import get_model
+    from streamplan.zoo.training import training_problem
+
+    entry = get_model(spec)
+    if entry.requires and importlib.util.find_spec(entry.requires) is None:
+        raise ModelSpecError(
+            f"model {spec!r} needs the optional package {entry.requires!r}",
+            hint=f"pip install {entry.requires}  (or: pip install 'streamplan[{entry.requires}]')",
+        )
+    return training_problem(spec, batch), spec
+
+
+def _cast_problem(problem: Any, dtype: str) -> Any:
+    import dataclasses
+
+    import torch
+
+    tdt = getattr(torch, dtype)
+
+    def cast(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            return x.to(tdt)
+        if isinstance(x, (tuple, list)):
+            return type(x)(cast(y) for y in x)
+        return x
+
+    return dataclasses.replace(
+        problem, module=problem.module.to(tdt), inputs=cast(problem.inputs), targets=cast(problem.targets)
+    )
+
+
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
     module, inputs = load_python_module(spec, batch=batch)
     return _capture(module, inputs, name=Path(spec.rpartition(":")[0]).stem, dtype=dtype)
 
 
 def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any]:
-    """Import ``path/to/file.py`` and call ``function()`` -> ``(module, example_inputs)``."""
+    """Import ``path/to/file.py`` and call ``function()`` -> ``(module, example_inputs)``
+    (a third item, a loss function, is ignored here: it matters for training only)."""
+    module, inputs, _ = _load_user(spec, batch=batch)
+    return module, inputs
+
+
+def _load_user(spec: str, *, batch: int | None = None) -> tuple[Any, Any, Any]:
+    """Import ``path/to/file.py``, call ``function()``: ``(module, example_inputs[, loss_fn])``."""
     path_text, _, func_name = spec.rpartition(":")
     path = Path(path_text)
     if not path.is_file():
@@ -195,14 +307,18 @@ def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any
         result = fn()
     except Exception as e:
         raise ModelSpecError(f"{func_name}() raised {type(e).__name__}: {e}", where=spec) from None
-    if not (isinstance(result, tuple) and len(result) == 2):
+    if not (isinstance(result, tuple) and len(result) in (2, 3)):
         raise ModelSpecError(
-            f"{func_name}() must return (module, example_inputs), got {type(result).__name__}", where=spec
+            f"{func_name}() must return (module, example_inputs) or (module, example_inputs, loss_fn), "
+            f"got {type(result).__name__}",
+            where=spec,
         )
-    module, inputs = result
+    module, inputs, loss_fn = (*result, None) if len(result) == 2 else result
+    if loss_fn is not None and not callable(loss_fn):
+        raise ModelSpecError(f"the loss function {func_name}() returned is not callable", where=spec)
     if batch is not None:
         inputs = _rebatch(inputs, batch)
-    return module, inputs
+    return module, inputs, loss_fn
 
 
 def _rebatch(inputs: Any, batch: int) -> Any:

@@ -3,7 +3,8 @@
 Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
 (``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``), ``codegen_policy``
-(``codegen``), ``report_model`` (``report``). ``make_context``
+(``codegen``), ``report_model`` (``report``); for training steps ``describe_step``
+(``show --train``) and ``training_answer`` (``compare --train``). ``make_context``
 builds the ``ScheduleContext`` they take from a device profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
@@ -24,6 +25,7 @@ from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy,
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
 from streamplan.app.report import ModelReport, PolicyReport, report_model
 from streamplan.app.run import RunReport, profile_for, run_model
+from streamplan.app.training import TrainingAnswer, describe_step, step_breakdown, training_answer
 
 __all__ = [
     "ExplainResult",
@@ -38,10 +40,12 @@ __all__ = [
     "PolicyRun",
     "RunReport",
     "SimulatedNote",
+    "TrainingAnswer",
     "analyze_run_memory",
     "codegen_policy",
     "codegen_run",
     "compare_policies",
+    "describe_step",
     "cost_model",
     "explain_policy",
     "explain_run",
@@ -52,4 +56,6 @@ __all__ = [
     "run_model",
     "run_policy",
     "run_schedule",
+    "step_breakdown",
+    "training_answer",
 ]

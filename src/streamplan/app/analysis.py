@@ -13,6 +13,7 @@ from streamplan.cost.timeline import Timeline
 from streamplan.errors import StreamplanError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
@@ -73,7 +74,9 @@ class PolicyRow:
     """What one policy does to a graph: streams, events, simulated latency, memory figures.
 
     ``speedup`` is over the ``sequential`` row (None without one); ``error`` is set (and
-    the figures are empty) when the policy failed on this graph.
+    the figures are empty) when the policy failed on this graph. ``breakdown`` (training
+    steps only) splits each peak into parameters, gradients, optimizer state, saved
+    activations and the rest.
     """
 
     policy: str
@@ -85,6 +88,7 @@ class PolicyRow:
     search_time_s: float = 0.0
     memory: MemoryReport | None = None
     error: str | None = None
+    breakdown: MemoryBreakdown | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -99,6 +103,8 @@ class PolicyRow:
         }
         if self.error:
             d["error"] = self.error
+        if self.breakdown is not None:
+            d["memory_breakdown"] = self.breakdown.to_dict()
         return d
 
 
@@ -155,7 +161,7 @@ def _row(
     elapsed_s: float,
 ) -> PolicyRow:
     sched, timeline = run.schedule, run.timeline
-    report = None
+    report = breakdown = None
     if memory:
         ctx.progress(f"{label}: memory figures", None, None)
         report = analyze_memory(
@@ -167,6 +173,8 @@ def _row(
             time_limit_s=ctx.time_limit_s,
             progress=_prefixed(ctx, label),
         )
+        if graph.is_training:
+            breakdown = memory_breakdown(graph, sched, report=report)
     speedup = (baseline_ms / timeline.makespan_ms) if baseline_ms and timeline.makespan_ms > 0 else None
     return PolicyRow(
         policy=label,
@@ -177,6 +185,7 @@ def _row(
         speedup=speedup,
         search_time_s=_seconds(sched.meta.get("search_time_s"), elapsed_s),
         memory=report,
+        breakdown=breakdown,
     )
 
 

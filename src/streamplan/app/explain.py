@@ -8,6 +8,7 @@ from typing import Any
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.explain import PeakComparison, PeakExplanation, compare_peaks, explain_peak
 from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.memory.liveness import liveness
@@ -38,17 +39,22 @@ class SimulatedNote:
 @dataclass(frozen=True)
 class ExplainResult:
     """The peaks of one schedule explained (``explanation``), or compared with another's
-    (``comparison``, whose ``other`` explains the chosen schedule), plus notes."""
+    (``comparison``, whose ``other`` explains the chosen schedule), plus notes. For a
+    training step, ``breakdowns`` split each schedule's peaks by category (the compared
+    schedule's first)."""
 
     run: PolicyRun
     explanation: PeakExplanation | PeakComparison
     simulated: SimulatedNote
     serial_peak_note: str | None
+    breakdowns: tuple[MemoryBreakdown, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = self.explanation.to_dict()
         d["simulated"] = self.simulated.to_dict()
         d["serial_peak_note"] = self.serial_peak_note
+        if self.breakdowns:
+            d["memory_breakdown"] = {b.policy: b.to_dict() for b in self.breakdowns}
         return d
 
 
@@ -76,6 +82,7 @@ def explain_run(
     report = analyze_memory(
         graph, s, timeline=run.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
     )
+    breakdowns: tuple[MemoryBreakdown, ...] = ()
     if vs_schedule is not None:
         # both sides simulated on the same cost model, so both report a simulated peak
         base = run_schedule(graph, vs_schedule, ctx)
@@ -85,13 +92,21 @@ def explain_run(
         result: PeakExplanation | PeakComparison = compare_peaks(
             graph, vs_schedule, s, base_report=base_report, other_report=report
         )
+        if graph.is_training:
+            breakdowns = (
+                memory_breakdown(graph, vs_schedule, report=base_report),
+                memory_breakdown(graph, s, report=report),
+            )
     else:
         result = explain_peak(graph, s, report=report)
+        if graph.is_training:
+            breakdowns = (memory_breakdown(graph, s, report=report),)
     return ExplainResult(
         run=run,
         explanation=result,
         simulated=simulated_note(graph, run, ctx.cost.device_name, report=report),
         serial_peak_note=serial_peak_note(graph, s, report=report),
+        breakdowns=breakdowns,
     )
 
 

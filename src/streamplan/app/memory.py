@@ -11,6 +11,7 @@ from streamplan.cost.measured import MeasuredCostModel
 from streamplan.ir.graph import Graph
 from streamplan.memory.allocators import MODELS, OpMemory, replay
 from streamplan.memory.allocators.report import AllocatorReport
+from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.liveness import liveness
 from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
@@ -19,7 +20,9 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 @dataclass(frozen=True)
 class MemoryAnalysis:
     """One schedule's memory report, its host-order replays through every allocator model,
-    and (with a measured table) how much of the simulation the table covered."""
+    and (with a measured table) how much of the simulation the table covered. For a training
+    step, ``breakdown`` splits memory into parameters, gradients, optimizer state, saved
+    activations and the rest, in total and at each peak."""
 
     run: PolicyRun
     report: MemoryReport
@@ -27,6 +30,7 @@ class MemoryAnalysis:
     measured: MeasuredCoverage | None
     op_memory: bool  # the torch-cuda replay includes measured op scratch and stream workspaces
     device: str
+    breakdown: MemoryBreakdown | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.report.to_dict()
@@ -36,6 +40,9 @@ class MemoryAnalysis:
             d["measured"] = {**self.measured.to_dict(), "op_memory": self.op_memory}
         d["host_order_trace"] = self.report.host_order.to_dict()
         d["allocators"] = {m: r.to_dict(trace=False) for m, r in self.allocators.items()}
+        if self.breakdown is not None:
+            d["train"] = True
+            d["memory_breakdown"] = self.breakdown.to_dict()
         return d
 
 
@@ -89,4 +96,5 @@ def analyze_run_memory(
         measured=MeasuredCoverage.of(cost),
         op_memory=op_memory is not None and not op_memory.empty,
         device=cost.device_name,
+        breakdown=memory_breakdown(graph, run.schedule, report=report) if graph.is_training else None,
     )

@@ -10,6 +10,7 @@ from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.training import training_step
 from streamplan.memory.worst_case import WorstCasePeak
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
@@ -109,6 +110,11 @@ class RunReport:
         d["latency_relative_error"] = self.latency_relative_error
         d["latency_includes_chaos_delays"] = self.chaos
         d["memory_includes"] = "activations"
+        step = training_step(self.graph)
+        if step is not None:
+            d["train"] = True
+            d["optimizer"] = step.optimizer
+            d["compared"] = ["loss", "gradients" if step.optimizer == "none" else "updated parameters"]
         if self.cuda is not None:
             d["predicted_max_memory_allocated_bytes"] = self.cuda.max_memory_allocated_bytes
             d["predicted_max_memory_reserved_bytes"] = self.cuda.max_memory_reserved_bytes
@@ -132,12 +138,16 @@ def run_model(
     repeat: int = 5,
     seed: int = 0,
     schedule: StreamSchedule | None = None,
+    train: bool = False,
+    optimizer: str = "none",
 ) -> RunReport:
     """Run ``model`` under ``policy`` (or a given ``schedule``) on ``target`` and predict it.
 
     ``model`` is a spec or ``(module, example_inputs)``; ``graph`` its captured graph
     when the caller has it. Predictions use ``ctx.cost`` (pass the profile of the
-    target, ``profile_for(target)``, to compare like with like).
+    target, ``profile_for(target)``, to compare like with like). ``train`` runs one
+    training step with ``optimizer``'s update and compares its loss and gradients (or
+    updated parameters) with eager ``loss.backward()`` and ``torch.optim``.
     """
     from streamplan.memory.simulated import simulated_memory
     from streamplan.memory.worst_case import worst_case_peak
@@ -145,7 +155,7 @@ def run_model(
 
     ctx = ctx or DEFAULT_CONTEXT
     check_target(target)
-    if isinstance(model, str) and ".py:" in model:  # the user's module gives weights and the reference
+    if isinstance(model, str) and ".py:" in model and not train:  # the user's module: weights, reference
         from streamplan.models import load_python_module
 
         module, inputs = load_python_module(model, batch=batch)
@@ -164,6 +174,8 @@ def run_model(
         graph=graph,
         track_allocations=True,
         schedule=schedule,
+        train=train,
+        optimizer=optimizer,
     )
     graph = cmp.graph
     ctx.progress("predicting", None, None)

@@ -58,6 +58,14 @@ TimeLimitOpt = typer.Option(
     help="seconds each exact search may take (the ios policy, the worst-case peak solver); "
     "a longer limit can narrow a worst-case interval [a, b] to one exact figure",
 )
+TrainOpt = typer.Option(
+    False,
+    "--train",
+    help="one training step (forward, loss, backward, optimizer update) instead of inference",
+)
+OptimizerOpt = typer.Option(
+    "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
+)
 MeasuredOpt = typer.Option(
     None,
     "--measured",
@@ -107,15 +115,38 @@ def parse_policies(text: list[str] | None, default: str = DEFAULT_POLICIES) -> l
     return list(dict.fromkeys(items))
 
 
-def load_graph(model: str, batch: int | None, dtype: str | None, progress=None, *, no_cache: bool = False):
+def load_graph(
+    model: str,
+    batch: int | None,
+    dtype: str | None,
+    progress=None,
+    *,
+    no_cache: bool = False,
+    train: bool = False,
+    optimizer: str = "none",
+):
     """The model's graph (captured, built or read; captures through the capture cache unless
-    ``no_cache``), with a progress step while it loads."""
+    ``no_cache``), with a progress step while it loads.
+
+    A training step whose loss had to default to the sum of the outputs says so on stderr.
+    """
     from streamplan.cache import CaptureCache
     from streamplan.models import ModelRequest
     from streamplan.progress import no_progress
 
-    request = ModelRequest(model, batch=batch, dtype=dtype)
-    return request.load(cache=None if no_cache else CaptureCache(), progress=progress or no_progress)
+    if optimizer != "none" and not train:
+        raise ModelSpecError(
+            f"--optimizer {optimizer} needs --train", hint="add --train, or drop --optimizer"
+        )
+    request = ModelRequest(model, batch=batch, dtype=dtype, train=train, optimizer=optimizer)
+    graph = request.load(cache=None if no_cache else CaptureCache(), progress=progress or no_progress)
+    if train:
+        from streamplan.ir.training import training_step
+
+        step = training_step(graph)
+        if step is not None and step.loss_is_default:
+            err.print(f"warning: {model} gives no loss function: the loss is {step.loss_fn}", markup=False)
+    return graph
 
 
 def load_schedule(path: str, graph):

@@ -13,6 +13,8 @@ from streamplan.cli.common import (
     JsonOpt,
     ModelArg,
     NoCacheOpt,
+    OptimizerOpt,
+    TrainOpt,
     emit_json,
     err,
     load_graph,
@@ -51,15 +53,23 @@ def show(
     dtype: str | None = DtypeOpt,
     graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Summarise a model's graph: ops, bytes, critical path, maximum parallelism."""
     from streamplan.ir.analysis import critical_path_ops, max_parallelism
 
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         progress("maximum parallelism", None, None)
         par = max_parallelism(g)
+        training = None
+        if g.is_training:
+            from streamplan.app.training import describe_step
+
+            progress("memory by category", None, None)
+            training = describe_step(g)
     info = {
         "model": g.name,
         "batch": g.meta.get("batch"),
@@ -74,6 +84,7 @@ def show(
         "critical_path_ops": critical_path_ops(g),
         "max_parallelism": par.width,
         "max_parallelism_exact": par.exact,
+        **(training or {"train": False}),
     }
     if as_json:
         if graph:
@@ -97,6 +108,11 @@ def show(
     t.add_row("critical path", f"{info['critical_path_ops']} ops")
     t.add_row("max parallelism", f"{'' if par.exact else '>= '}{par.width} independent ops")
     out.print(t)
+    if training is not None:
+        from streamplan.report.views import step_lines
+
+        for line in step_lines(training):
+            out.print(line, markup=False)
     if par.width <= 1:
         out.print("note: no two ops are independent; multi-stream policies cannot overlap anything here.")
     if graph:
@@ -110,6 +126,8 @@ def export(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Save a model's graph as JSON (loadable everywhere a model is named)."""
@@ -118,6 +136,6 @@ def export(
 
     check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
     write_file(output, dumps(g), force=force, protected=(model,))
     err.print(f"wrote {output}: {len(g.nodes)} ops")

@@ -20,10 +20,12 @@ from streamplan.cli.common import (
     MeasuredOpt,
     ModelArg,
     NoCacheOpt,
+    OptimizerOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
     TimeLimitOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -85,6 +87,8 @@ def memory_cmd(
     measured: str | None = MeasuredOpt,
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions, run_policy, run_schedule
@@ -101,7 +105,7 @@ def memory_cmd(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
         analysis = analyze_run_memory(
@@ -145,6 +149,8 @@ def explain(
     dtype: str | None = DtypeOpt,
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Which tensors set the peak, and which concurrency made more of them coexist."""
@@ -160,7 +166,7 @@ def explain(
         policy_info(policy)
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
         base = None
@@ -192,6 +198,8 @@ def plot(
     dtype: str | None = DtypeOpt,
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
@@ -209,7 +217,7 @@ def plot(
     names = parse_policies(policies, default="sequential" if schedule_files else "sequential,asap")
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = [load_schedule(f, g) for f in schedule_files or ()]
         curves = memory_curves(g, names, ctx)
         curves += [memory_curve(g, run_schedule(g, s, ctx), ctx) for s in saved]

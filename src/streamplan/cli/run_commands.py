@@ -11,9 +11,11 @@ from streamplan.cli.common import (
     JsonOpt,
     ModelArg,
     NoCacheOpt,
+    OptimizerOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -44,6 +46,8 @@ def run(
     ),
     no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
@@ -66,7 +70,7 @@ def run(
         check_file(trace, force=force, protected=(model,))
     with progress_display(err) as progress:
         ctx = make_context(device=device or profile_for(on), max_streams=max_streams, progress=progress)
-        graph = load_graph(model, batch, None, progress, no_cache=no_cache)
+        graph = load_graph(model, batch, None, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, graph) if schedule_file else None
         report = run_model(
             model,
@@ -79,6 +83,8 @@ def run(
             repeat=repeat,
             seed=seed,
             schedule=saved,
+            train=train,
+            optimizer=optimizer,
         )
     if trace:
         from streamplan.report.trace import dumps_traces

@@ -18,10 +18,12 @@ from streamplan.cli.common import (
     MeasuredOpt,
     ModelArg,
     NoCacheOpt,
+    OptimizerOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
     TimeLimitOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -49,6 +51,8 @@ def schedule(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Schedule a model with a policy; print it or save it as JSON."""
@@ -60,7 +64,7 @@ def schedule(
         check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         progress(f"{policy}: scheduling", None, None)
         s = make_schedule(g, policy, ctx)
     if output:
@@ -82,6 +86,8 @@ def verify_cmd(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
@@ -91,7 +97,7 @@ def verify_cmd(
 
     s = StreamSchedule.load(schedule_file)
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         progress("verifying", None, None)
         mismatch = fingerprint_mismatch(s.meta, g)
         # made for another graph: say that in one line rather than list every unknown op
@@ -125,6 +131,8 @@ def simulate(
     measured: str | None = MeasuredOpt,
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
@@ -142,7 +150,7 @@ def simulate(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
     s, tl = run.schedule, run.timeline
@@ -223,6 +231,8 @@ def compare(
     include_params: bool = IncludeParamsOpt,
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions, compare_policies
@@ -233,17 +243,24 @@ def compare(
     includes = MemoryOptions(include_inputs, include_params)
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
         rows = compare_policies(g, names, ctx, memory=memory, includes=includes, schedules=saved)
+    answer = None
+    if g.is_training:
+        from streamplan.app.training import training_answer
+
+        answer = training_answer(rows)
     if as_json:
         emit_json(
             {
                 "model": g.name,
                 "device": device,
                 "batch": g.meta.get("batch"),  # what the graph was built at (null: unknown)
+                "train": g.is_training,
                 "memory_includes": includes.describe(),
                 "rows": [r.to_dict() for r in rows],
+                **({"training_peak": answer.to_dict()} if answer is not None else {}),
             }
         )
         return
@@ -253,3 +270,8 @@ def compare(
             out.print(f"{r.policy}: {r.error}", markup=False)
     if memory and any(r.memory is not None and not r.memory.worst_case.exact for r in rows):
         out.print(f"note: {INTERVAL_NOTE}.", markup=False)
+    if answer is not None:
+        from streamplan.report.views import training_answer_lines
+
+        for line in training_answer_lines(answer):
+            out.print(line, markup=False)

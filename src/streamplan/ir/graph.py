@@ -14,6 +14,7 @@ waits for that write).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,12 @@ from streamplan.ir.printer import format_graph
 
 ValueKind = Literal["input", "param", "buffer", "activation", "constant"]
 VALUE_KINDS: tuple[str, ...] = ("input", "param", "buffer", "activation", "constant")
+
+# What a storage is for in a training step (``Graph.roles``): trainable weights, their
+# gradients, optimizer state (momentum, Adam moments), forward values the backward reads
+# (saved activations), and every other intermediate (temporaries).
+Role = Literal["parameter", "gradient", "optimizer_state", "saved_activation", "temporary"]
+ROLES: tuple[str, ...] = ("parameter", "gradient", "optimizer_state", "saved_activation", "temporary")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +99,9 @@ class Graph:
     ``inputs`` are user inputs, ``params`` parameters and buffers, ``outputs`` the
     values the graph returns. ``param_names`` maps a param/buffer/constant value id to
     the name it has in the captured module's ``state_dict`` (how the runtime finds the
-    module's tensors). Edits return a new graph (``dataclasses.replace``).
+    module's tensors). ``roles`` says what each storage is for in a training step
+    (keyed by the storage's id, the value that owns it; empty for inference graphs).
+    Edits return a new graph (``dataclasses.replace``).
     Lookups (producer, consumers, predecessors) are indexed once at construction;
     ``values`` and ``meta`` are read-only mappings, so the index cannot go stale.
     """
@@ -105,6 +114,7 @@ class Graph:
     outputs: tuple[str, ...] = ()
     meta: Mapping[str, Any] = field(default_factory=FrozenDict)
     param_names: Mapping[str, str] = field(default_factory=FrozenDict)
+    roles: Mapping[str, Role] = field(default_factory=FrozenDict)
     _index: _Index = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +124,7 @@ class Graph:
         object.__setattr__(self, "values", freeze(self.values))
         object.__setattr__(self, "meta", freeze(self.meta))
         object.__setattr__(self, "param_names", freeze(self.param_names))
+        object.__setattr__(self, "roles", freeze(self.roles))
         object.__setattr__(self, "_index", _Index.build(self))
 
     def __hash__(self) -> int:
@@ -173,6 +184,15 @@ class Graph:
         """Every storage, keyed by its id, with its size, kind and member values."""
         return self._index.storages
 
+    def role(self, value_id: str) -> Role | None:
+        """The training role of the storage ``value_id`` lives in (None: untagged)."""
+        return self.roles.get(self.values[value_id].storage)
+
+    @property
+    def is_training(self) -> bool:
+        """True for a training step (its storages carry roles)."""
+        return bool(self.roles)
+
     def activation_storages(self) -> dict[str, Storage]:
         return {k: s for k, s in self._index.storages.items() if s.kind == "activation"}
 
@@ -206,6 +226,12 @@ class Graph:
     def replace(self, **changes: Any) -> Graph:
         """A new graph with some fields replaced (the index is rebuilt)."""
         return dataclasses.replace(self, **changes)
+
+    def with_roles(self, roles: Mapping[str, Role]) -> Graph:
+        """The same graph with ``roles`` (they do not change the index, so it is shared)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "roles", freeze(roles))
+        return out
 
     def __len__(self) -> int:
         return len(self.nodes)

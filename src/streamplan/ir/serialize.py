@@ -23,6 +23,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "outputs": list(graph.outputs),
         "meta": dict(graph.meta),
         **({"param_names": dict(graph.param_names)} if graph.param_names else {}),
+        **({"roles": dict(graph.roles)} if graph.roles else {}),
         "values": [
             {
                 "id": v.id,
@@ -101,6 +102,7 @@ def graph_from_dict(data: Any, *, source: str = "<dict>") -> Graph:
             outputs=tuple(data.get("outputs", ())),
             meta=meta,
             param_names={str(k): str(v) for k, v in dict(param_names).items()},
+            roles={str(k): str(v) for k, v in dict(data.get("roles", {})).items()},  # optional: older files
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise FileFormatError(

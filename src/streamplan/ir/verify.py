@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamplan.errors import GraphError
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
-from streamplan.ir.graph import VALUE_KINDS, Graph
+from streamplan.ir.graph import ROLES, VALUE_KINDS, Graph
 
 MAX_BYTES = 1 << 50  # a PiB: no tensor of a real model comes near
 MAX_COST = 10**18  # flops or bytes moved by one op
@@ -16,7 +16,8 @@ def verify(graph: Graph) -> Graph:
     Checks: unique node and value ids; every referenced value exists; each value is
     written by at most one node and read only after it is written (the node order is
     topological, so the graph is acyclic); inputs/params are never written; aliases
-    point at an existing storage root; kinds and dtypes are known; outputs exist.
+    point at an existing storage root; kinds and dtypes are known; outputs exist;
+    roles name storage roots and are known roles.
     """
     seen_nodes: set[str] = set()
     for n in graph.nodes:
@@ -54,6 +55,21 @@ def verify(graph: Graph) -> Graph:
                 f"value {vid!r} aliases {v.storage!r}, which is itself an alias",
                 where=graph.name,
                 hint="point aliases at the value that owns the storage",
+            )
+
+    for vid, role in graph.roles.items():
+        if role not in ROLES:
+            raise GraphError(
+                f"value {vid!r} has unknown role {role!r}",
+                where=graph.name,
+                hint=f"use one of {', '.join(ROLES)}",
+            )
+        v = graph.values.get(vid)
+        if v is None or v.is_alias:
+            raise GraphError(
+                f"role given to {vid!r}, which is not a storage of the graph",
+                where=graph.name,
+                hint="roles are keyed by the value that owns a storage",
             )
 
     written: dict[str, str] = {}

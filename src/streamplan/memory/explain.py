@@ -32,26 +32,32 @@ def _mib(b: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LiveStorage:
-    """A storage live at a peak: size, kind, the op that made it and that op's stream."""
+    """A storage live at a peak: size, kind, the op that made it and that op's stream, and
+    (training steps) its role: saved activation, gradient, temporary..."""
 
     storage: str
     nbytes: int
     kind: str
     producer: str | None
     stream: int | None
+    role: str | None = None
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "storage": self.storage,
             "nbytes": self.nbytes,
             "kind": self.kind,
             "producer": self.producer,
             "stream": self.stream,
         }
+        if self.role is not None:
+            d["role"] = self.role
+        return d
 
     def __str__(self) -> str:
         where = f"made by {self.producer} @s{self.stream}" if self.producer else f"{self.kind}, resident"
-        return f"{self.storage} ({_mib(self.nbytes)}, {where})"
+        role = f"{self.role.replace('_', ' ')}, " if self.role else ""
+        return f"{self.storage} ({_mib(self.nbytes)}, {role}{where})"
 
 
 @dataclass(frozen=True)
@@ -90,14 +96,13 @@ class PeakExplanation:
     def lines(self) -> list[str]:
         out = list(self.report.lines())
         out.append(
-            f"host-order peak at launch of {self.host_order_op or '-'}: "
-            + ", ".join(map(str, self.host_order_live))
+            f"host-order peak at launch of {self.host_order_op or '-'}: " + _listing(self.host_order_live)
         )
         out.append(
             f"worst-case instant (running {', '.join(self.worst_case_running) or '-'}): "
-            + ", ".join(map(str, self.worst_case_live))
+            + _listing(self.worst_case_live)
         )
-        out.append("arena bound set (pairwise may coexist): " + ", ".join(map(str, self.arena_bound_live)))
+        out.append("arena bound set (pairwise may coexist): " + _listing(self.arena_bound_live))
         out += [f"note: {n}" for n in self.notes]
         out += [f"warning: {w}" for w in self.warnings]
         return out
@@ -106,13 +111,26 @@ class PeakExplanation:
         return "\n".join(self.lines())
 
 
+SHOWN_STORAGES = 12  # the text lists the largest ones; JSON keeps them all
+SHOWN_OVERLAPS = 10
+
+
+def _listing(storages: tuple[LiveStorage, ...]) -> str:
+    """The largest storages (they come sorted by size), then how many more and their bytes."""
+    text = ", ".join(map(str, storages[:SHOWN_STORAGES]))
+    rest = storages[SHOWN_STORAGES:]
+    if rest:
+        text += f" and {len(rest)} more ({_mib(sum(s.nbytes for s in rest))})"
+    return text
+
+
 def _describe(graph: Graph, schedule: StreamSchedule, live: Liveness, names) -> tuple[LiveStorage, ...]:
     by = live.by_storage()
     out = []
     for sid in names:
         life = by[sid]
         stream = schedule.streams.get(life.creator) if life.creator else None
-        out.append(LiveStorage(sid, life.nbytes, life.kind, life.creator, stream))
+        out.append(LiveStorage(sid, life.nbytes, life.kind, life.creator, stream, graph.roles.get(sid)))
     return tuple(sorted(out, key=lambda s: (-s.nbytes, s.storage)))
 
 
@@ -165,11 +183,14 @@ def explain_peak(
     wc, arena = report.worst_case, report.arena
     notes = []
     if arena.lower_bound_bytes > wc.upper_bytes:
+        k = len(arena.bound_storages)
+        names = ", ".join(arena.bound_storages[:SHOWN_STORAGES])
+        if k > SHOWN_STORAGES:
+            names += f" and {k - SHOWN_STORAGES} more"
         notes.append(
-            f"{_count(len(arena.bound_storages))} tensors ({', '.join(arena.bound_storages)}) may pairwise "
-            f"be live together under varying timings, although {_at_most_at_once(live, wc)}; so no fixed "
-            f"placement fits in {_mib(wc.upper_bytes)}: the static arena needs at least "
-            f"{_mib(arena.lower_bound_bytes)}"
+            f"{_count(k)} tensors ({names}) may pairwise be live together under varying timings, "
+            f"although {_at_most_at_once(live, wc)}; so no fixed placement fits in "
+            f"{_mib(wc.upper_bytes)}: the static arena needs at least {_mib(arena.lower_bound_bytes)}"
         )
     if wc.lower_bytes > host.peak_bytes:
         when = (
@@ -279,7 +300,11 @@ class PeakComparison:
             out.append(
                 f"  storages coexisting at the {o.policy} worst case only because of a new order or overlap:"
             )
-            out += [f"    {x}" for x in self.overlaps]
+            out += [f"    {x}" for x in self.overlaps[:SHOWN_OVERLAPS]]
+            if len(self.overlaps) > SHOWN_OVERLAPS:
+                out.append(
+                    f"    and {len(self.overlaps) - SHOWN_OVERLAPS} more pairs (the JSON form lists them all)"
+                )
         elif o.worst_case.upper_bytes <= b.worst_case.lower_bytes:
             out.append(f"  {o.policy} does not raise the worst-case peak")
         out += [f"  warning: {w}" for w in self.warnings]
@@ -328,6 +353,7 @@ def compare_peaks(
                         overlaps.append(NewOverlap(a.storage, b.storage, u, v))
                     elif (u := next((u for u in a.users if lo.hb.hb(v, u)), None)) is not None:
                         overlaps.append(NewOverlap(a.storage, b.storage, u, v, reordered=True))
+    overlaps.sort(key=lambda o: -(by[o.first].nbytes + by[o.second].nbytes))  # the largest first
     pairs = None
     order = graph.node_ids
     if len(order) <= 2000:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from streamplan.app.explain import ExplainResult
 from streamplan.app.memory import MemoryAnalysis
 from streamplan.app.run import RunReport
+from streamplan.app.training import TrainingAnswer
 from streamplan.report.units import MiB, fmt_bytes, fmt_ms
 
 
@@ -24,9 +25,48 @@ def memory_lines(a: MemoryAnalysis) -> list[str]:
         lines.append(
             f"    {m:11} {r.allocated_peak_bytes / MiB:10.3f} MiB / {r.reserved_peak_bytes / MiB:.3f} MiB{oom}"
         )
+    if a.breakdown is not None:
+        lines.append("")
+        lines.extend(a.breakdown.lines())
     lines.append("")
     lines.extend(a.report.host_order.lines())
     return lines
+
+
+def step_lines(info: dict) -> list[str]:
+    """``show``'s lines for a training step: loss, optimizer, memory by category, the peak."""
+    b = info["memory_breakdown"]
+    names = (
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "saved_activations",
+        "temporaries",
+        "inputs",
+        "buffers",
+    )
+    lines = [
+        f"training step: loss = {info['loss']}; optimizer update: {info['optimizer']}",
+        "  every storage, by category: "
+        + ", ".join(f"{n.replace('_', ' ')} {fmt_bytes(b[n + '_bytes'])}" for n in names if b[n + "_bytes"]),
+    ]
+    peak = b["peaks"].get("host-order")
+    if peak:
+        lines.append(
+            f"  peak in graph order (one stream), during the {'/'.join(peak['phases'])} at {peak['ops'][0]}: "
+            f"{fmt_bytes(peak['total_bytes'])} = "
+            + ", ".join(
+                f"{n.replace('_', ' ')} {fmt_bytes(peak[n + '_bytes'])}" for n in names if peak[n + "_bytes"]
+            )
+        )
+    return lines
+
+
+def training_answer_lines(a: TrainingAnswer) -> list[str]:
+    """Whether and where multi-stream raises the training peak, and why (``compare --train``)."""
+    return ["training peak, policy by policy (worst case over all timings):"] + [
+        f"  {line}" for line in a.lines
+    ]
 
 
 def explain_lines(e: ExplainResult) -> list[str]:
@@ -39,7 +79,17 @@ def explain_lines(e: ExplainResult) -> list[str]:
     if e.serial_peak_note:
         lines.append(e.serial_peak_note)
     lines.append(e.simulated.text)
+    for i, b in enumerate(e.breakdowns):
+        lines.append("")
+        lines.extend(b.lines(totals=i == 0))
     return lines
+
+
+def _what_matched(r: RunReport) -> str:
+    d = r.to_dict()
+    if not d.get("train"):
+        return "outputs"
+    return " and ".join(d["compared"]) + f" after one step ({d['optimizer']} update)"
 
 
 def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
@@ -49,7 +99,8 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
     lines = [
         f"{r.graph.name} / {cmp.policy} on {target}{' with chaos delays' if r.chaos else ''}: "
         f"{r.schedule.num_streams} streams, {r.schedule.num_events} events",
-        f"  outputs match {getattr(cmp, 'reference', 'eager')}: {ok} (max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})",
+        f"  {_what_matched(r)} match {getattr(cmp, 'reference', 'eager')}: {ok} "
+        f"(max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})",
     ]
     rel_ms, rel_b = r.latency_relative_error, r.peak_relative_error
     lines.append(

@@ -144,6 +144,8 @@ def run_and_compare(
     graph: Graph | None = None,
     track_allocations: bool = False,
     schedule: StreamSchedule | None = None,
+    train: bool = False,
+    optimizer: str = "none",
 ) -> Comparison:
     """Capture/load ``model``, schedule it with ``policy``, run it, compare with eager.
 
@@ -154,21 +156,35 @@ def run_and_compare(
     (``Comparison.op_memory``) so the caller can predict what the kernels allocate;
     on the CPU the run then counts those allocations in one more run. ``schedule``
     runs a given (e.g. saved) schedule instead of making one with ``policy``; it is
-    verified against the graph first.
+    verified against the graph first. ``train`` runs one training step (with
+    ``optimizer``'s update) and compares its loss and gradients, or updated parameters,
+    with eager ``loss.backward()`` and ``torch.optim`` (``runtime/training.py``).
     """
     from streamplan.runtime.execute import run
     from streamplan.runtime.op_timing import op_scratch_bytes, stream_workspace_bytes
     from streamplan.schedule.registry import make_schedule
     from streamplan.schedule.verify import verify_schedule
 
-    name, module, inputs, graph = _load(model, batch, graph)
+    prepared = None
+    module = None
+    if train:
+        from streamplan.runtime.training import prepare_training
+
+        prepared = prepare_training(
+            model, optimizer=optimizer, batch=batch, graph=graph, seed=seed, device=device
+        )
+        name, graph = prepared.name, prepared.graph
+    else:
+        name, module, inputs, graph = _load(model, batch, graph)
     if schedule is None:
         schedule = make_schedule(graph, policy, ctx)
     else:
         verify_schedule(graph, schedule)
         policy = schedule.policy
     reference = "eager"
-    if module is not None:
+    if prepared is not None:
+        params, env_inputs, ref = prepared.params, prepared.inputs, prepared.reference
+    elif module is not None:
         if device != "cpu":
             module = module.to(device)
             inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
@@ -194,7 +210,8 @@ def run_and_compare(
         ref = _graph_order_reference(graph, seed)
     op_memory = None
     if track_allocations:  # before the run: the CUDA run starts from an emptied cache
-        env = initial_env(graph, env_inputs, params, seed=seed, device=device)
+        scratch_params = {k: v.clone() for k, v in params.items()} if params and train else params
+        env = initial_env(graph, env_inputs, scratch_params, seed=seed, device=device)
         op_memory = MeasuredOpMemory(
             scratch_bytes=op_scratch_bytes(graph, env, device=device),
             stream_workspace_bytes=stream_workspace_bytes(device),

@@ -2,12 +2,15 @@
 
 ``torch.compile(model, backend=streamplan.runtime.backend(policy="nimble"))``, or
 ``backend="streamplan"`` (registered with dynamo on first use of ``streamplan.runtime``).
-Dynamo hands over a torch-level FX graph; AOTAutograd lowers it to ATen (forward
-compiler below), which is converted to a streamplan ``Graph`` (placeholders become
-graph inputs, in order), scheduled with the policy and run by the CPU or CUDA
-executor. Whatever cannot be converted, scheduled or run falls back to eager, with
-one warning per reason ("streamplan: falling back to eager for ...: reason").
-Backward graphs (training) always run eagerly.
+Dynamo hands over a torch-level FX graph; AOTAutograd lowers it to ATen, which is
+converted to a streamplan ``Graph`` (placeholders become graph inputs, in order),
+scheduled with the policy and run by the CPU or CUDA executor. In training,
+AOTAutograd splits the step into a forward graph (which also returns what the
+backward needs) and a backward graph (saved values and incoming gradients in, the
+inputs' gradients out, ``None`` where an input needs none); both are scheduled and
+run the same way. Whatever cannot be converted, scheduled or run falls back to
+eager, with one warning per reason ("streamplan: falling back to eager for ...:
+reason").
 """
 
 from __future__ import annotations
@@ -52,11 +55,11 @@ def backend(
         def forward_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
             return _compile_forward(fx_gm, fx_inputs, policy, ctx, device)
 
-        def eager_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
-            return _boxed(fx_gm.forward)
+        def backward_compiler(fx_gm: torch.fx.GraphModule, fx_inputs: list[Any]) -> Callable[..., Any]:
+            return _compile_forward(fx_gm, fx_inputs, policy, ctx, device, what="backward graph")
 
         return aot_module_simplified(
-            gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=eager_compiler
+            gm, example_inputs, fw_compiler=forward_compiler, bw_compiler=backward_compiler
         )
 
     compile_fx.__name__ = f"streamplan_{policy}"
@@ -69,12 +72,13 @@ def _compile_forward(
     policy: str,
     ctx: ScheduleContext | None,
     device: str | None,
+    what: str = "graph",
 ) -> Callable[..., Any]:
     from streamplan.runtime.cuda import StreamExecutor
     from streamplan.runtime.interpret import check_supported
     from streamplan.schedule import registry
 
-    name = f"graph of {len(fx_gm.graph.nodes)} fx nodes"
+    name = f"{what} of {len(fx_gm.graph.nodes)} fx nodes"
     try:
         graph, constants = _to_graph(fx_gm)
         if len(graph.inputs) != len(fx_inputs) or not graph.nodes:
@@ -91,18 +95,32 @@ def _compile_forward(
 
         cuda_executor = StreamExecutor(graph, schedule, TorchCudaBackend())
 
+    leaves = graph.meta.get("output_values")
+
     def run_graph(*args: Any) -> list[Any]:
         env = dict(zip(graph.inputs, args, strict=True))
         env.update(constants)
         if cuda_executor is not None:
-            return list(cuda_executor.launch(env))
-        from streamplan.runtime.cpu import execute_cpu
-        from streamplan.runtime.execute import one_thread
+            results = cuda_executor.launch(env)
+        else:
+            from streamplan.runtime.cpu import execute_cpu
+            from streamplan.runtime.execute import one_thread
 
-        with one_thread():
-            return list(execute_cpu(graph, schedule, env))
+            with one_thread():
+                results = execute_cpu(graph, schedule, env)
+        return _in_fx_order(graph, leaves, results)
 
     return _boxed(run_graph)
+
+
+def _in_fx_order(graph: Any, leaves: list[Any] | None, results: tuple[Any, ...]) -> list[Any]:
+    """The fx graph's outputs from the run's (``graph.outputs`` order, each value once): a value
+    returned twice comes back twice, and a constant output (a backward's ``None`` gradient
+    for an input that needs none) as itself."""
+    if leaves is None:
+        return list(results)
+    by_id = dict(zip(graph.outputs, results, strict=True))
+    return [by_id[leaf["$v"]] if isinstance(leaf, dict) and "$v" in leaf else leaf for leaf in leaves]
 
 
 def _to_graph(fx_gm: torch.fx.GraphModule):

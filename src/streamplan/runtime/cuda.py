@@ -19,6 +19,7 @@ recorded on the caller's stream, which reads them afterwards.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +122,7 @@ def measure_cuda(
     warmup: int,
     cuda_graph: bool = False,
     chaos_seed: int | None = None,
+    before_run: Callable[[], None] | None = None,
 ) -> CudaMeasurement:
     """Time ``repeat`` runs with CUDA events after ``warmup`` runs; read the allocator's peaks.
 
@@ -132,7 +134,8 @@ def measure_cuda(
     are those of the schedule's own streams (what ``OpMemory`` models). ``chaos_seed``
     adds chaos delays (``torch.cuda._sleep`` on the op's stream; not with CUDA
     graphs). With ``cuda_graph`` the schedule is captured once (side streams forked
-    from the capture stream) and replayed.
+    from the capture stream) and replayed. ``before_run`` is called before every run,
+    outside the timed region (it puts back what a training step updates in place).
     """
     import torch
 
@@ -142,18 +145,22 @@ def measure_cuda(
     tracker = LiveBytes()
     outputs: tuple[Any, ...] = ()
     replay = None
+    reset = before_run or (lambda: None)
     if cuda_graph:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
+        reset()
         with torch.cuda.stream(side):  # torch wants one eager run off the default stream first
             executor.launch(dict(env))
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         cg = torch.cuda.CUDAGraph()
+        reset()  # a device runs nothing while capturing; a fake one may
         with torch.cuda.graph(cg):
             outputs = executor.launch(dict(env), tracker)
         replay = cg.replay
     for _ in range(warmup):
+        reset()
         if replay is not None:
             replay()
         else:
@@ -172,6 +179,7 @@ def measure_cuda(
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if replay is None:
             outputs = ()
+        reset()
         start.record()
         if replay is not None:
             replay()

@@ -14,7 +14,7 @@ from streamplan.errors import ExecutionError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule, check_structure
 from streamplan.runtime.cpu import execute_cpu
-from streamplan.runtime.interpret import check_supported, initial_env
+from streamplan.runtime.interpret import Restorer, check_supported, initial_env
 from streamplan.runtime.measure import AllocatedBytes, LiveBytes, RunResult, median_ms
 
 
@@ -45,10 +45,14 @@ def run(
     ``track_allocations`` (CPU; ignored on CUDA, whose allocator counts for itself)
     adds one untimed run that counts every storage the kernels allocate, op scratch
     included (``RunResult.tracked_peak_bytes``).
+    Leaves the graph writes in place (a training step's parameters and optimizer state)
+    are restored before each run, so every repetition computes the same step; the
+    outputs are the last run's (an updated parameter is the given tensor, updated).
     """
     check_structure(graph, schedule)  # unordered dependencies are left for chaos runs to expose
     check_supported(graph)
     env0 = initial_env(graph, inputs, params, seed=seed, device=device)
+    restore = Restorer(graph, env0)
     if device.startswith("cuda"):
         return _run_cuda(
             graph,
@@ -59,6 +63,7 @@ def run(
             warmup=warmup,
             cuda_graph=cuda_graph,
             chaos_seed=(seed if chaos_seed is None else chaos_seed) if chaos and not cuda_graph else None,
+            restore=restore,
         )
     if device != "cpu":
         raise ExecutionError(f"unknown device {device!r}", hint="use 'cpu' or 'cuda'")
@@ -70,6 +75,7 @@ def run(
         for r in range(warmup + max(1, repeat)):
             tracker = LiveBytes()
             outputs = ()
+            restore()
             t0 = time.perf_counter()
             outputs = execute_cpu(
                 graph,
@@ -87,6 +93,7 @@ def run(
         tracked = None
         if track_allocations:
             outputs = ()
+            restore()
             counter = AllocatedBytes.of_tensors(env0.values())
             chaos_base = seed if chaos_seed is None else chaos_seed
             outputs = execute_cpu(
@@ -118,6 +125,7 @@ def _run_cuda(
     warmup: int,
     cuda_graph: bool,
     chaos_seed: int | None,
+    restore: Restorer | None = None,
 ) -> RunResult:
     if not torch.cuda.is_available():
         raise ExecutionError(
@@ -128,7 +136,14 @@ def _run_cuda(
 
     with torch.inference_mode():
         m = measure_cuda(
-            graph, schedule, env0, repeat=repeat, warmup=warmup, cuda_graph=cuda_graph, chaos_seed=chaos_seed
+            graph,
+            schedule,
+            env0,
+            repeat=repeat,
+            warmup=warmup,
+            cuda_graph=cuda_graph,
+            chaos_seed=chaos_seed,
+            before_run=restore,
         )
     return RunResult(
         outputs=m.outputs,

@@ -5,20 +5,30 @@ and its ``attrs["args"]``/``["kwargs"]`` are encoded by ``frontends.argcodec``.
 ``call_node`` decodes them against an environment (value id -> tensor), calls the
 op and returns the output tensors in ``node.outputs`` order. Any failure inside the
 op is re-raised as ``ExecutionError`` "while executing %node (op)".
+
+Ops that draw random numbers (dropout) carry ``attrs["seed_index"]``: each call seeds
+torch's generator with ``RANDOM_OP_SEED + seed_index`` under one lock, so a node draws
+the same numbers whichever thread or stream reaches it first (``seeded_random_ops``
+does the same for eager code, counting its random ops in call order).
 """
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from streamplan.errors import ExecutionError, UnsupportedError
 from streamplan.frontends.argcodec import decode
 from streamplan.ir.graph import Graph, Node
 
+RANDOM_OP_SEED = 20261203
+_RANDOM_LOCK = threading.Lock()
 _OP_CACHE: dict[str, Callable[..., Any]] = {}
 _PYTHON_OPS: dict[str, Callable[..., Any]] = {
     "getitem": operator.getitem,
@@ -71,13 +81,45 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
     try:
         args = decode(node.attrs.get("args", []), env, device=device)
         kwargs = decode(node.attrs.get("kwargs", {}), env, device=device)
-        result = fn(*args, **kwargs)
+        seed_index = node.attrs.get("seed_index")
+        if seed_index is None:
+            result = fn(*args, **kwargs)
+        else:
+            with _seeded(RANDOM_OP_SEED + int(seed_index)):
+                result = fn(*args, **kwargs)
     except Exception as e:
         raise ExecutionError(
             f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
             hint="the op itself failed; check its inputs' shapes and dtypes",
         ) from e
     return _match_outputs(node, result)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """torch's generator seeded with ``seed`` for one call, restored after, one caller at a time."""
+    with _RANDOM_LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+class _SeedRandomOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        if torch.Tag.nondeterministic_seeded not in func.tags:
+            return func(*args, **(kwargs or {}))
+        index, self.count = self.count, self.count + 1
+        with _seeded(RANDOM_OP_SEED + index):
+            return func(*args, **(kwargs or {}))
+
+
+def seeded_random_ops() -> TorchDispatchMode:
+    """A dispatch mode that seeds the k-th random op of eager code as a graph's node with
+    ``seed_index`` k is seeded (a captured step draws what eager PyTorch draws)."""
+    return _SeedRandomOps()
 
 
 def _match_outputs(node: Node, result: Any) -> tuple[Any, ...]:
@@ -159,8 +201,10 @@ def initial_env(
     """value id -> tensor for every leaf value, on ``device``.
 
     ``inputs`` is a sequence in ``graph.inputs`` order or a mapping by value id;
-    ``params`` maps value ids to tensors. Leaves given by neither get seeded random
-    tensors (value-id order, so the same graph and seed always get the same tensors).
+    ``params`` maps value ids to tensors. Leaves given by neither get the values the graph
+    recorded for small constants, else seeded random tensors (value-id order, so the same
+    graph and seed always get the same tensors); optimizer state is made non-negative
+    (Adam's second moment is a mean of squares).
     """
     env: dict[str, Any] = {}
     if inputs is not None:
@@ -178,14 +222,43 @@ def initial_env(
     if params:
         env.update(params)
     gen = torch.Generator().manual_seed(seed)
+    constants = graph.meta.get("constant_values", {})
     for vid in leaf_values(graph):
         if vid not in env:
             v = graph.values[vid]
+            if vid in constants:
+                env[vid] = torch.tensor(constants[vid], dtype=torch_dtype(v.dtype)).reshape(v.shape)
+                continue
             env[vid] = random_tensor(v.shape, v.dtype, gen, fan_in_scaled=v.kind != "input")
+            if graph.roles.get(vid) == "optimizer_state":
+                env[vid] = env[vid].abs()
     for vid, t in env.items():
         if isinstance(t, torch.Tensor) and t.device != torch.device(device):
             env[vid] = t.to(device)
     return env
+
+
+def written_leaves(graph: Graph) -> list[str]:
+    """Leaf values whose storage some node writes in place (parameters and optimizer state
+    under an update, batch-norm running statistics): a run changes them."""
+    written = {graph.storage_of(v) for n in graph.nodes for v in n.mutates}
+    return [v for v in leaf_values(graph) if graph.storage_of(v) in written]
+
+
+class Restorer:
+    """Puts the leaves a run writes in place back to their first values, in place (so the
+    tensors, and a captured CUDA graph's addresses, stay the same): repeated runs are alike."""
+
+    def __init__(self, graph: Graph, env: Mapping[str, Any]):
+        self.env = env
+        self.saved = {
+            v: env[v].clone() for v in written_leaves(graph) if isinstance(env.get(v), torch.Tensor)
+        }
+
+    def __call__(self) -> None:
+        with torch.no_grad():
+            for vid, t in self.saved.items():
+                self.env[vid].copy_(t)
 
 
 def params_from_module(graph: Graph, module: Any) -> dict[str, Any]:

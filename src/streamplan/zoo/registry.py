@@ -23,6 +23,7 @@ class ZooModel:
     factory: str
     default_batch: int = 1
     requires: str | None = None  # an optional package the model needs
+    train_factory: str | None = None  # ``(batch) -> TrainingProblem``; CNNs: cross-entropy on labels
 
     def load_factory(self) -> Any:
         mod, fn = self.factory.split(":")
@@ -90,6 +91,7 @@ _ENTRIES = [
         "torch",
         "streamplan.zoo.transformers_models:bert_base",
         requires="transformers",
+        train_factory="streamplan.zoo.transformers_models:bert_base_train",
     ),
     ZooModel(
         "gpt2",
@@ -97,6 +99,7 @@ _ENTRIES = [
         "torch",
         "streamplan.zoo.transformers_models:gpt2",
         requires="transformers",
+        train_factory="streamplan.zoo.transformers_models:gpt2_train",
     ),
 ]
 

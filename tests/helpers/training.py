@@ -1,0 +1,87 @@
+"""Small training problems for tests: a two-branch CNN with batch norm and dropout, an MLP.
+
+Each builds the same weights, inputs and labels every time (fixed seeds), and captures
+in about a second, so tests can run every policy and optimizer on them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from streamplan.frontends.training import TrainingProblem, capture_training
+from streamplan.ir.graph import Graph
+
+
+class TwoBranchNet(nn.Module):
+    """conv -> BN -> ReLU, two parallel convs added, dropout, linear: branches, in-place
+    running statistics, a random op and a tied loss all in a dozen forward ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.left = nn.Conv2d(8, 8, 3, padding=1)
+        self.right = nn.Conv2d(8, 8, 1)
+        self.drop = nn.Dropout(0.2)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.bn(self.stem(x)))
+        h = torch.relu(self.left(h)) + torch.sigmoid(self.right(h))
+        return self.fc(self.drop(h.mean(dim=(2, 3))))
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 8)
+        self.b = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.tanh(self.a(x)))
+
+
+def two_branch_problem(batch: int = 2) -> TrainingProblem:
+    torch.manual_seed(0)
+    module = TwoBranchNet()
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, 3, 8, 8, generator=gen)
+    labels = torch.randint(0, 5, (batch,), generator=gen)
+    return TrainingProblem(module, (x,), F.cross_entropy, (labels,), "cross-entropy")
+
+
+def mlp_problem(batch: int = 4) -> TrainingProblem:
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(batch, 6, generator=gen)
+    target = torch.randn(batch, 3, generator=gen)
+    return TrainingProblem(MLP(), (x,), F.mse_loss, (target,), "mean squared error")
+
+
+@functools.cache
+def two_branch_graph(optimizer: str = "none") -> Graph:
+    """The captured step of ``two_branch_problem()``, once per session and optimizer."""
+    return capture_training(two_branch_problem(), optimizer=optimizer, name="two_branch")
+
+
+@functools.cache
+def mlp_graph(optimizer: str = "none") -> Graph:
+    return capture_training(mlp_problem(), optimizer=optimizer, name="mlp")
+
+
+def small_zoo_problem(name: str, batch: int = 2) -> TrainingProblem:
+    """A zoo model's training problem with shrunk inputs (as ``helpers.models.shrink``; labels of
+    sequences cut to the same length). Batch 2: batch norm in training needs two values."""
+    import dataclasses
+
+    from helpers.models import SEQ_LEN, shrink
+    from streamplan.zoo.training import training_problem
+
+    problem = training_problem(name, batch)
+    inputs = shrink(name, tuple(problem.inputs))
+    targets = tuple(t[:, :SEQ_LEN].contiguous() if t.dim() == 2 else t for t in problem.targets)
+    return dataclasses.replace(problem, inputs=inputs, targets=targets)
