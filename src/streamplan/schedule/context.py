@@ -84,6 +84,11 @@ class ScheduleContext:
     def replace(self, **changes: Any) -> ScheduleContext:
         return dataclasses.replace(self, **changes)
 
+    @property
+    def cuda_graphs(self) -> bool:
+        """True when the cost model replays the schedule as one CUDA graph (it decides, not the context)."""
+        return self.cost.device_facts.cuda_graphs
+
     def option(self, name: str, default: Any) -> Any:
         """The policy option ``name``, or ``default`` when not given."""
         return self.options.get(name, default)
