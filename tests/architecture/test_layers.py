@@ -19,6 +19,7 @@ LAYERS = [
     {"zoo", "models"},
     {"schedule"},
     {"memory"},
+    {"budget"},
     {"runtime"},
     {"app"},
     {"report"},

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.cost.bound import latency_bound
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import StreamplanError
@@ -84,6 +85,14 @@ class PolicyRow:
     search_time_s: float = 0.0
     memory: MemoryReport | None = None
     error: str | None = None
+    bound_ms: float | None = None  # no schedule of this graph is faster, under the same cost model
+
+    @property
+    def bound_ratio(self) -> float | None:
+        """Makespan over the latency bound (1.0: as fast as any schedule can be)."""
+        if self.makespan_ms is None or not self.bound_ms:
+            return None
+        return self.makespan_ms / self.bound_ms
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -92,6 +101,8 @@ class PolicyRow:
             "events": self.events,
             "waits": self.waits,
             "makespan_ms": self.makespan_ms,
+            "bound_ms": self.bound_ms,
+            "bound_ratio": self.bound_ratio,
             "speedup": self.speedup,
             "search_time_s": self.search_time_s,
             "memory": None if self.memory is None else self.memory.to_dict(),
@@ -112,9 +123,11 @@ def compare_policies(
     """Schedule, verify, simulate (and analyse memory) for each policy, the baseline first.
 
     A policy that fails on this graph (a search that cannot handle it, say) gives a row
-    with ``error`` set instead of aborting the whole comparison.
+    with ``error`` set instead of aborting the whole comparison. Every row carries the
+    latency bound (``cost.bound.latency_bound``): no schedule of the graph is faster.
     """
     ctx = ctx or DEFAULT_CONTEXT
+    bound_ms = latency_bound(graph, ctx.cost).bound_ms
     rows: list[PolicyRow] = []
     baseline_ms: float | None = None
     ordered = (
@@ -127,7 +140,10 @@ def compare_policies(
         except StreamplanError as e:
             rows.append(
                 PolicyRow(
-                    policy=policy, search_time_s=time.perf_counter() - t0, error=e.short().splitlines()[0]
+                    policy=policy,
+                    search_time_s=time.perf_counter() - t0,
+                    error=e.short().splitlines()[0],
+                    bound_ms=bound_ms,
                 )
             )
             continue
@@ -155,6 +171,7 @@ def compare_policies(
                 speedup=speedup,
                 search_time_s=float(sched.meta.get("search_time_s", time.perf_counter() - t0)),
                 memory=report,
+                bound_ms=bound_ms,
             )
         )
     return rows

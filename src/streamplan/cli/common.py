@@ -35,6 +35,19 @@ PolicyOpt = typer.Option("asap", "--policy", "-p", help=policy_help())
 ForceOpt = typer.Option(False, "--force", help="overwrite the output file if it exists")
 IncludeInputsOpt = typer.Option(False, "--include-inputs", help="count graph inputs in memory figures")
 IncludeParamsOpt = typer.Option(False, "--include-params", help="count params/buffers in memory figures")
+CudaGraphsOpt = typer.Option(
+    False,
+    "--cuda-graphs",
+    help="simulate the schedule replayed as one CUDA graph (one host launch; per-node device overhead)",
+)
+BudgetOpt = typer.Option(
+    None,
+    "--budget",
+    help="memory budget for --policy budget: bytes, 12MiB, 1.5GiB, or a factor of the sequential peak (1.2x)",
+)
+BudgetFigureOpt = typer.Option(
+    "worst_case", "--budget-figure", help="what the budget bounds: worst_case (over all timings) or arena"
+)
 MeasuredOpt = typer.Option(
     None,
     "--measured",
@@ -85,6 +98,17 @@ def load_graph(model: str, batch: int | None, dtype: str | None, progress=None):
     if progress is not None:
         progress(f"loading {model}", None, None)
     return ModelRequest(model, batch=batch, dtype=dtype).load()
+
+
+def parse_budget(text: str | None, figure: str = "worst_case", *, policies: tuple[str, ...] = ()):
+    """``--budget`` as a ``MemoryBudget`` (None without one); refused when no budget policy is chosen."""
+    if text is None:
+        return None
+    from streamplan.schedule.context import MemoryBudget
+
+    if policies and "budget" not in policies:
+        raise ModelSpecError("--budget only applies to the budget policy", hint="add --policy budget")
+    return MemoryBudget.parse(text, figure=figure)
 
 
 def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:

@@ -9,6 +9,8 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import (
     BatchOpt,
+    BudgetOpt,
+    CudaGraphsOpt,
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
@@ -24,6 +26,7 @@ from streamplan.cli.common import (
     err,
     load_graph,
     out,
+    parse_budget,
     parse_policies,
     write_file,
 )
@@ -45,6 +48,8 @@ def memory_cmd(
         None, "--device-memory-gib", help="check the torch-cuda replay against this capacity (GiB)"
     ),
     measured: str | None = MeasuredOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Every memory figure for one schedule, and the host-order trace."""
@@ -53,8 +58,16 @@ def memory_cmd(
     from streamplan.app.memory import analyze_run_memory
     from streamplan.report.views import memory_lines
 
+    limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device,
+            measured=measured,
+            cuda_graphs=cuda_graphs,
+            max_streams=max_streams,
+            budget=limit,
+            progress=progress,
+        )
         g = load_graph(model, batch, dtype, progress)
         run = run_policy(g, policy, ctx)
         analysis = analyze_run_memory(
@@ -80,15 +93,21 @@ def explain(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Which tensors set the peak, and which concurrency made more of them coexist."""
+    """Which tensors set the peak, which concurrency made more of them coexist, and how close any
+    schedule can get to the latency bound (and why)."""
     from streamplan.app.context import make_context
     from streamplan.app.explain import explain_policy
     from streamplan.report.views import explain_lines
 
+    limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device, cuda_graphs=cuda_graphs, max_streams=max_streams, budget=limit, progress=progress
+        )
         g = load_graph(model, batch, dtype, progress)
         result = explain_policy(g, policy, ctx, vs=vs)
     if as_json:
@@ -107,6 +126,8 @@ def plot(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
@@ -122,8 +143,11 @@ def plot(
         )
     check_file(output, force=force, protected=(model,))
     names = parse_policies(policies, default="sequential,asap")
+    limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device, cuda_graphs=cuda_graphs, max_streams=max_streams, budget=limit, progress=progress
+        )
         g = load_graph(model, batch, dtype, progress)
         curves = memory_curves(g, names, ctx)
         progress("drawing", None, None)

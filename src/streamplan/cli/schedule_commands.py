@@ -8,6 +8,9 @@ from streamplan.cli.app import app
 from streamplan.cli.common import (
     DEFAULT_POLICIES,
     BatchOpt,
+    BudgetFigureOpt,
+    BudgetOpt,
+    CudaGraphsOpt,
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
@@ -23,6 +26,7 @@ from streamplan.cli.common import (
     err,
     load_graph,
     out,
+    parse_budget,
     parse_policies,
     write_file,
 )
@@ -38,6 +42,9 @@ def schedule(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     device: str = DeviceOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
+    budget_figure: str = BudgetFigureOpt,
     output: str | None = typer.Option(None, "-o", "--output", help="schedule JSON to write"),
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
@@ -48,8 +55,11 @@ def schedule(
 
     if output:
         check_file(output, force=force, protected=(model,))
+    limit = parse_budget(budget, budget_figure, policies=(policy,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device, cuda_graphs=cuda_graphs, max_streams=max_streams, budget=limit, progress=progress
+        )
         g = load_graph(model, batch, dtype, progress)
         s = make_schedule(g, policy, ctx)
     if output:
@@ -105,6 +115,8 @@ def simulate(
     trace: str | None = typer.Option(None, "--trace", help="write a Perfetto/Chrome trace JSON"),
     force: bool = ForceOpt,
     measured: str | None = MeasuredOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
@@ -116,8 +128,16 @@ def simulate(
     if trace:
         check_file(trace, force=force, protected=(model,))
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
+    limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device,
+            measured=measured,
+            cuda_graphs=cuda_graphs,
+            max_streams=max_streams,
+            budget=limit,
+            progress=progress,
+        )
         g = load_graph(model, batch, dtype, progress)
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
     s, tl = run.schedule, run.timeline
@@ -136,6 +156,7 @@ def simulate(
         "model": g.name,
         "policy": s.policy,
         "device": device,
+        "cuda_graphs": cuda_graphs,
         "streams": s.num_streams,
         "events": s.num_events,
         "makespan_ms": tl.makespan_ms,
@@ -147,7 +168,7 @@ def simulate(
         emit_json(result)
         return
     out.print(
-        f"{g.name} / {s.policy} on {device}: makespan {fmt_ms(tl.makespan_ms)}, "
+        f"{g.name} / {s.policy} on {device}{' (CUDA graph)' if cuda_graphs else ''}: makespan {fmt_ms(tl.makespan_ms)}, "
         f"{s.num_streams} streams, {s.num_events} events"
     )
     for k, v in sorted(tl.stream_busy_ms.items()):
@@ -173,6 +194,8 @@ def compare(
     memory: bool = typer.Option(True, "--memory/--no-memory", help="also analyse memory"),
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Compare policies side by side: streams, events, simulated latency, speedup, memory."""
@@ -182,8 +205,11 @@ def compare(
 
     names = parse_policies(policies)
     includes = MemoryOptions(include_inputs, include_params)
+    limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device, cuda_graphs=cuda_graphs, max_streams=max_streams, budget=limit, progress=progress
+        )
         g = load_graph(model, batch, dtype, progress)
         rows = compare_policies(g, names, ctx, memory=memory, includes=includes)
     if as_json:
@@ -191,13 +217,18 @@ def compare(
             {
                 "model": g.name,
                 "device": device,
+                "cuda_graphs": cuda_graphs,
                 "batch": batch or 1,
                 "memory_includes": includes.describe(),
                 "rows": [r.to_dict() for r in rows],
             }
         )
         return
-    out.print(compare_table(g, rows, device, memory, includes.describe()))
+    out.print(
+        compare_table(
+            g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.describe()
+        )
+    )
     for r in rows:
         if r.error:
             out.print(f"[red]{r.policy}[/red]: {r.error}")

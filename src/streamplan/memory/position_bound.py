@@ -146,9 +146,10 @@ class PositionBound:
             cur = [max(a, b) for a, b in zip(cur, self.after[u], strict=True)]
         return tuple(cur)
 
-    def probe(self, op: str, stream: int, before: Sequence[int]) -> int:
+    def probe(self, op: str, stream: int, before: Sequence[int], *, enough: int | None = None) -> int:
         """The bound at instants where ``op`` (launched next on ``stream`` after ``before``) is the
-        latest-launched op that has started."""
+        latest-launched op that has started. With ``enough``, a cheaper, larger figure (the bytes
+        of every storage that may be live) is returned when that is already at most ``enough``."""
         s = self.slot_for(stream)
         bef = np.asarray(before, dtype=np.int64)
         pos_lo, pos_hi = 2 * bef, 2 * np.asarray(self.count, dtype=np.int64)
@@ -161,6 +162,8 @@ class PositionBound:
             unfinished = self.done_by[idx] > bef  # per slot: some user there may not have finished
             open_ = unfinished.any(axis=1)  # else every user happens before op: dead
             idx, unfinished = idx[open_], unfinished[open_]
+            if enough is not None and total + int(self.weight[idx].sum()) <= enough:
+                return total + int(self.weight[idx].sum())
             if idx.size:
                 charged, lo, hi = self._charges(idx, unfinished)
                 total += _largest_position_sums(

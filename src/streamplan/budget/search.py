@@ -1,0 +1,278 @@
+"""The scalable budget search: the fastest schedule found whose budgeted figure fits.
+
+Candidates, all simulated under the context's cost model:
+
+1. the fixed policies' own schedules (sequential, memory, wavefront, asap, nimble and,
+   where it is affordable, ios), kept when their figure fits the budget;
+2. guarded variants (``budget.guard``): each multi-stream policy's stream assignment
+   with its own launch order, the graph's order and the memory-optimal order, with
+   admission waits that keep the launch-order position bound, hence the worst case,
+   within the budget. The memory-optimal one-stream order always fits a budget at or
+   above the floor, so the search never comes back empty.
+
+A candidate fits when its position bound is within the budget (a proven upper bound
+on the worst case), or, for a candidate faster than every fitting one, when the
+worst-case analysis proves it within the time left. The caller checks the winner
+again with the analysis (``figures.budget_figure``); ``BudgetSearch`` keeps the fixed
+runs and the floor, so a Pareto front reuses them for every budget.
+
+Linear-ish in ops: a guarded variant costs one pass with a vectorised bound per op
+plus one simulation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from streamplan.budget.figures import FigureCheck, Floor, memory_floor
+from streamplan.budget.guard import guard_schedule
+from streamplan.cost.opcost import CostModel, DeviceFacts
+from streamplan.cost.simulate import simulate
+from streamplan.errors import StreamplanError
+from streamplan.ir.frozen import FrozenDict
+from streamplan.ir.graph import Graph, Node
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.position_bound import CountedStorages, counted_storages, position_bound
+from streamplan.memory.worst_case import worst_case_peak
+from streamplan.schedule.context import MemoryBudget, ScheduleContext
+from streamplan.schedule.events import derive_waits
+from streamplan.schedule.live_bytes import sequential_peak_bytes
+from streamplan.schedule.registry import make_schedule
+
+FIXED_POLICIES = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
+ANALYSIS_SLACK = 1.25  # ask the worst-case analysis only when the position bound is this close
+IOS_MAX_OPS_WITH_BUDGET = 400  # above this, IOS's own search takes longer than a budget point should
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A verified schedule, its simulated makespan, and what proves its figure (None: unchecked)."""
+
+    schedule: StreamSchedule
+    makespan_ms: float
+    source: str  # "asap", "guarded nimble (memory order)", ...
+    bound_bytes: int | None = None  # the position bound (worst case) or arena size (arena figure)
+    check: FigureCheck | None = None  # the memory analysis's figure, when the search ran it
+
+
+@dataclass
+class BudgetSearch:
+    """The fixed schedules, the floor and the graph's storages, shared by every budget point."""
+
+    graph: Graph
+    ctx: ScheduleContext
+    budget_kind: MemoryBudget  # figure and includes (its limit is ignored here)
+    fixed: Sequence[str] = FIXED_POLICIES
+    runs: dict[str, Candidate] = field(default_factory=dict)
+    facts: CountedStorages | None = None
+    floor: Floor | None = None
+    tried: int = 0
+
+    def __post_init__(self) -> None:
+        inc, par = self.budget_kind.includes_inputs, self.budget_kind.includes_params
+        self.facts = counted_storages(self.graph, include_inputs=inc, include_params=par)
+        self.cost = CachedCost(self.ctx.cost)
+        self._plain_ctx = self.ctx.replace(options=FrozenDict(), budget=None, cost=self.cost)
+        self._bounds: dict[tuple[str, int], int] = {}
+        self._keep: list[Candidate] = []
+
+    # -- the fixed policies -------------------------------------------------------
+    def fixed_runs(self, *, with_ios: bool = True) -> list[Candidate]:
+        """Each fixed policy's schedule and makespan (computed once), fastest first."""
+        for p in self.fixed:
+            if p in self.runs or (p == "ios" and not with_ios):
+                continue
+            self.ctx.progress(f"budget: {p} schedule", None, None)
+            try:
+                s = make_schedule(self.graph, p, self._plain_ctx)
+            except StreamplanError:
+                continue  # a policy that cannot handle this graph is simply not a candidate
+            self.runs[p] = Candidate(s, simulate(self.graph, s, self.cost).makespan_ms, p)
+        return sorted(self.runs.values(), key=lambda c: c.makespan_ms)
+
+    def fastest(self) -> Candidate:
+        """The fastest schedule found with no budget: the fixed policies, and each multi-stream
+        policy's streams launched in the graph's and the memory-optimal order (never slower than
+        the best fixed policy, which is among the candidates)."""
+        fixed = self.fixed_runs()
+        best = fixed[0]
+        for base, source in self._bases(fixed, self.memory_floor()):
+            if base.launch_order == self.runs[base.policy].schedule.launch_order:
+                continue  # the policy's own schedule: already a candidate
+            cand = self._candidate(base, source)
+            if cand.makespan_ms < best.makespan_ms:
+                best = cand
+        return best
+
+    def memory_floor(self) -> Floor:
+        if self.floor is None:
+            self.floor = memory_floor(self.graph, self.budget_kind)
+        return self.floor
+
+    # -- one budget ---------------------------------------------------------------
+    def best_under(
+        self, limit_bytes: int, *, deadline: float, incumbents: Sequence[Candidate] = ()
+    ) -> Candidate | None:
+        """The fastest candidate found whose figure is proven within ``limit_bytes``."""
+        with_ios = len(self.graph.nodes) <= IOS_MAX_OPS_WITH_BUDGET or "ios" in self.runs
+        fixed = self.fixed_runs(with_ios=with_ios)
+        best: Candidate | None = None
+        unproven: list[Candidate] = []
+        for c in sorted([*incumbents, *fixed], key=lambda c: c.makespan_ms):
+            if self.witness_bytes(c) > limit_bytes:
+                continue  # its host-order state is a timing that already exceeds the budget
+            if self.bound_bytes(c) <= limit_bytes:
+                best = c  # the fastest one that fits: the rest are slower
+                break
+            unproven.append(c)
+        floor = self.memory_floor()
+        if floor.figure_bytes <= limit_bytes:
+            one = self._candidate(floor.schedule, "memory order, one stream", floor.figure_bytes)
+            if best is None or one.makespan_ms < best.makespan_ms:
+                best = one
+        for base, source in self._bases(fixed, floor):
+            if time.perf_counter() > deadline and best is not None:
+                break
+            if self.facts.resident_bytes + sequential_peak_bytes(self.graph, base.launch_order) > limit_bytes:
+                continue  # even waiting for everything, this launch order's host-order peak is over
+            self.ctx.progress(f"budget: guarding {source}", None, None)
+            self.tried += 1
+            g = guard_schedule(self.graph, base, limit_bytes, self.cost, self.facts)
+            if g is None:
+                continue
+            cand = self._candidate(g, f"guarded {source}", g.meta.get("position_bound_bytes"))
+            if best is not None and cand.makespan_ms >= best.makespan_ms:
+                continue
+            if self.budget_kind.figure == "arena" and self.bound_bytes(cand) > limit_bytes:
+                continue
+            best = cand
+        # Faster candidates the position bound could not clear: ask the worst-case analysis.
+        for c in sorted(unproven, key=lambda c: c.makespan_ms):
+            left = deadline - time.perf_counter()
+            if left <= 0.5 or (best is not None and c.makespan_ms >= best.makespan_ms):
+                break
+            if self.bound_bytes(c) > ANALYSIS_SLACK * limit_bytes:
+                continue  # the bound is far above: the exact analysis would rarely clear it
+            check = self._analysis(c.schedule, min(left, self.ctx.time_limit_s))
+            if check is not None and check.upper_bytes <= limit_bytes:
+                best = Candidate(c.schedule, c.makespan_ms, c.source, c.bound_bytes, check)
+        return best
+
+    def _bases(self, fixed: Sequence[Candidate], floor: Floor):
+        """(base schedule, description) to guard: each multi-stream policy's streams with its own
+        launch order, the graph's order and the memory-optimal order."""
+        orders = {"graph order": self.graph.node_ids, "memory order": floor.schedule.launch_order}
+        for c in fixed:
+            s = c.schedule
+            if s.num_streams < 2:
+                continue
+            yield s, c.source
+            for name, order in orders.items():
+                if tuple(order) != s.launch_order:
+                    waits = derive_waits(self.graph, order, s.streams)
+                    yield StreamSchedule(tuple(order), s.streams, waits, c.source), f"{c.source} ({name})"
+
+    def _candidate(self, schedule: StreamSchedule, source: str, bound: int | None = None) -> Candidate:
+        s = make_schedule_like(self.graph, schedule)
+        return Candidate(s, simulate(self.graph, s, self.cost).makespan_ms, source, bound)
+
+    def witness_bytes(self, c: Candidate) -> int:
+        """A realisable figure of the candidate (its host-order peak; for the arena, its size): a
+        candidate above the budget here cannot fit."""
+        key = ("witness", id(c.schedule))
+        got = self._bounds.get(key)
+        if got is None:
+            b = self.budget_kind
+            if b.figure == "arena":
+                got = self.bound_bytes(c)
+            else:
+                # the host-order state (ops launched before one op finished, that op running) is
+                # realisable; its live bytes are the one-stream replay of the launch order's
+                got = sequential_peak_bytes(self.graph, c.schedule.launch_order) + self.facts.resident_bytes
+            self._bounds[key] = got
+            self._keep.append(c)
+        return got
+
+    def bound_bytes(self, c: Candidate) -> int:
+        """A proven bound on the candidate's figure: the position bound (worst case) or its arena
+        size (arena figure), computed once per candidate."""
+        if c.check is not None and c.check.figure == self.budget_kind.figure:
+            return c.check.upper_bytes  # the memory analysis already proved it
+        key = ("bound", id(c.schedule))
+        got = self._bounds.get(key)
+        if got is None:
+            b = self.budget_kind
+            if b.figure == "arena":
+                from streamplan.memory.arena import plan_arena
+
+                inc, par = b.includes_inputs, b.includes_params
+                got = plan_arena(self.graph, c.schedule, include_inputs=inc, include_params=par).arena_bytes
+            elif c.bound_bytes is not None:
+                got = c.bound_bytes
+            else:
+                got = position_bound(self.graph, c.schedule, facts=self.facts).peak_bytes
+            self._bounds[key] = got
+            self._keep.append(c)  # keeps id() unique while cached
+        return got
+
+    def _analysis(self, schedule: StreamSchedule, time_limit_s: float) -> FigureCheck | None:
+        """The worst-case analysis of a schedule (None for the arena figure: its bound is exact)."""
+        if self.budget_kind.figure != "worst_case":
+            return None
+        inc, par = self.budget_kind.includes_inputs, self.budget_kind.includes_params
+        wc = worst_case_peak(
+            self.graph, schedule, include_inputs=inc, include_params=par, time_limit_s=max(0.1, time_limit_s)
+        )
+        return FigureCheck("worst_case", wc.lower_bytes, wc.upper_bytes, wc.exact, wc.method)
+
+
+class CachedCost(CostModel):
+    """A cost model's answers per op, computed once (a search simulates the same ops many times)."""
+
+    def __init__(self, inner: CostModel):
+        self.inner = inner
+        self.device_name = inner.device_name
+        self._facts = inner.device_facts
+        self._memo: dict[str, tuple[float, float, float, bool]] = {}
+
+    @property
+    def device_facts(self) -> DeviceFacts:
+        return self._facts
+
+    def _get(self, graph: Graph, node: Node) -> tuple[float, float, float, bool]:
+        got = self._memo.get(node.id)
+        if got is None:
+            c = self.inner
+            got = (
+                c.op_time_ms(graph, node),
+                c.occupancy(graph, node),
+                c.launch_overhead_ms(graph, node),
+                c.is_kernel(graph, node),
+            )
+            self._memo[node.id] = got
+        return got
+
+    def op_time_ms(self, graph: Graph, node: Node) -> float:
+        return self._get(graph, node)[0]
+
+    def occupancy(self, graph: Graph, node: Node) -> float:
+        return self._get(graph, node)[1]
+
+    def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
+        return self._get(graph, node)[2]
+
+    def is_kernel(self, graph: Graph, node: Node) -> bool:
+        return self._get(graph, node)[3]
+
+
+def make_schedule_like(graph: Graph, schedule: StreamSchedule) -> StreamSchedule:
+    """A constructed schedule with its redundant waits dropped and verified, as ``make_schedule``
+    leaves every policy's output."""
+    from streamplan.schedule.events import prune_waits
+    from streamplan.schedule.verify import verify_schedule
+
+    s = prune_waits(graph, schedule) if schedule.waits else schedule
+    verify_schedule(graph, s)
+    return s
