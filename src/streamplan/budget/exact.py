@@ -81,9 +81,19 @@ class ExactResult:
 
 
 def exact_budget_schedule(
-    graph: Graph, ctx: ScheduleContext, limit_bytes: int, *, time_limit_s: float = 10.0, workers: int = 1
+    graph: Graph,
+    ctx: ScheduleContext,
+    limit_bytes: int,
+    *,
+    time_limit_s: float = 10.0,
+    workers: int = 8,
+    hint: StreamSchedule | None = None,
 ) -> ExactResult:
-    """The fastest plan under the stated model whose live bytes stay within ``limit_bytes``."""
+    """The fastest plan under the stated model whose live bytes stay within ``limit_bytes``.
+
+    ``hint``: a schedule within the budget to start from (its earliest-start timing under the
+    model); by default the memory-optimal one-stream order. ``workers``: CP-SAT's parallel
+    portfolio (its strength on these models; it runs interleaved on fewer cores)."""
     from ortools.sat.python import cp_model
 
     t0 = time.perf_counter()
@@ -105,11 +115,19 @@ def exact_budget_schedule(
             where=graph.name,
         )
     m = cp_model.CpModel()
-    start = [m.NewIntVar(0, horizon, f"s{i}") for i in range(n)]
-    end = [m.NewIntVar(0, horizon, f"e{i}") for i in range(n)]
+    preds_all = graph.pred_positions()
+    head, tail = [0] * n, [0] * n  # longest chain of durations before / after each op
+    for i, ps in enumerate(preds_all):
+        head[i] = max((head[p] + dur[p] for p in ps), default=0)
+    for i in range(n - 1, -1, -1):
+        for p in preds_all[i]:
+            tail[p] = max(tail[p], tail[i] + dur[i])
+    start = [m.NewIntVar(head[i], horizon - tail[i] - dur[i], f"s{i}") for i in range(n)]
+    end = [m.NewIntVar(head[i] + dur[i], horizon - tail[i], f"e{i}") for i in range(n)]
     iv = [m.NewIntervalVar(start[i], dur[i], end[i], f"op{i}") for i in range(n)]
     makespan = m.NewIntVar(0, horizon, "makespan")
-    for i, preds in enumerate(graph.pred_positions()):
+    m.Add(makespan >= max((head[i] + dur[i] + tail[i] for i in range(n)), default=0))
+    for i, preds in enumerate(preds_all):
         for p in preds:
             m.Add(end[p] <= start[i])
         m.Add(end[i] <= makespan)
@@ -119,7 +137,7 @@ def exact_budget_schedule(
     m.AddCumulative([iv[i] for i in kernels], [occ[i] for i in kernels], OCCUPANCY_UNITS)
     _memory(m, graph, facts, start, end, makespan, horizon, capacity)
     m.Minimize(makespan)
-    _hint(m, graph, ctx, budget, start, dur)
+    _hint(m, graph, budget, start, dur, hint)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, time_limit_s)
     solver.parameters.num_workers = max(1, workers)
@@ -170,14 +188,24 @@ def _memory(m, graph: Graph, facts, start, end, makespan, horizon: int, capacity
         m.AddCumulative(ivs, demands, capacity // g)
 
 
-def _hint(m, graph: Graph, ctx: ScheduleContext, budget: MemoryBudget, start, dur) -> None:
-    """Start from the memory-optimal one-stream order (feasible whenever the budget is above the floor)."""
-    floor = memory_floor(graph, budget)
+def _hint(m, graph: Graph, budget: MemoryBudget, start, dur, hint: StreamSchedule | None) -> None:
+    """Start from ``hint``'s earliest-start timing, or from the memory-optimal one-stream order
+    (feasible whenever the budget is above the floor)."""
     pos = {op: i for i, op in enumerate(graph.node_ids)}
-    t = 0
-    for op in floor.schedule.launch_order:
-        m.AddHint(start[pos[op]], t)
-        t += dur[pos[op]]
+    if hint is None:
+        hint = memory_floor(graph, budget).schedule
+    done: dict[str, int] = {}
+    tails: dict[int, int] = {}
+    waits = hint.waits_before()
+    for op in hint.launch_order:
+        i, stream = pos[op], hint.streams[op]
+        t = max(
+            [tails.get(stream, 0)]
+            + [done[u] for u in waits.get(op, ())]
+            + [done[graph.node_ids[p]] for p in graph.pred_positions()[i]]
+        )
+        m.AddHint(start[i], t)
+        done[op] = tails[stream] = t + dur[i]
 
 
 def plan_to_schedule(graph: Graph, start: list[int], end: list[int], status: str = "") -> StreamSchedule:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from streamplan.budget.bases import greedy_streams, list_schedule, memory_list_schedule
 from streamplan.budget.figures import FigureCheck, Floor, memory_floor
 from streamplan.budget.guard import guard_schedule
 from streamplan.cost.opcost import CostModel, DeviceFacts
@@ -43,7 +44,13 @@ from streamplan.schedule.registry import make_schedule
 
 FIXED_POLICIES = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
 ANALYSIS_SLACK = 1.25  # ask the worst-case analysis only when the position bound is this close
-IOS_MAX_OPS_WITH_BUDGET = 400  # above this, IOS's own search takes longer than a budget point should
+IOS_MAX_OPS_WITH_BUDGET = 400
+RELAX_MAX_OPS = 400  # relaxed guards need the worst-case analysis of each try: small graphs only
+RELAX_BASES = 3
+RELAX_SLACKS = (1.1, 1.25, 1.5, 2.0)
+POLISH_MAX_OPS = 200  # launch-order local search: one guard and one simulation per move
+POLISH_S = 2.0
+POLISH_BASES = 3  # above this, IOS's own search takes longer than a budget point should
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,7 @@ class BudgetSearch:
         self._plain_ctx = self.ctx.replace(options=FrozenDict(), budget=None, cost=self.cost)
         self._bounds: dict[tuple[str, int], int] = {}
         self._keep: list[Candidate] = []
+        self._listed: Candidate | None = None
 
     # -- the fixed policies -------------------------------------------------------
     def fixed_runs(self, *, with_ios: bool = True) -> list[Candidate]:
@@ -132,6 +140,7 @@ class BudgetSearch:
             one = self._candidate(floor.schedule, "memory order, one stream", floor.figure_bytes)
             if best is None or one.makespan_ms < best.makespan_ms:
                 best = one
+        guarded: list[tuple[Candidate, StreamSchedule, str]] = []
         for base, source in self._bases(fixed, floor):
             if time.perf_counter() > deadline and best is not None:
                 break
@@ -143,11 +152,21 @@ class BudgetSearch:
             if g is None:
                 continue
             cand = self._candidate(g, f"guarded {source}", g.meta.get("position_bound_bytes"))
+            guarded.append((cand, base, source))
             if best is not None and cand.makespan_ms >= best.makespan_ms:
                 continue
             if self.budget_kind.figure == "arena" and self.bound_bytes(cand) > limit_bytes:
                 continue
             best = cand
+        mls = memory_list_schedule(self.graph, self.cost, self.ctx.max_streams, limit_bytes, self.facts)
+        if mls is not None:
+            cand = self._candidate(mls, "memory-aware list scheduling", None)
+            if (best is None or cand.makespan_ms < best.makespan_ms) and (
+                self.budget_kind.figure == "worst_case" or self.bound_bytes(cand) <= limit_bytes
+            ):
+                best = cand
+        best = self._relaxed(best, guarded, limit_bytes, deadline)
+        best = self._polish(best, guarded, limit_bytes, deadline)
         # Faster candidates the position bound could not clear: ask the worst-case analysis.
         for c in sorted(unproven, key=lambda c: c.makespan_ms):
             left = deadline - time.perf_counter()
@@ -160,11 +179,93 @@ class BudgetSearch:
                 best = Candidate(c.schedule, c.makespan_ms, c.source, c.bound_bytes, check)
         return best
 
+    def _relaxed(
+        self,
+        best: Candidate | None,
+        guarded: list[tuple[Candidate, StreamSchedule, str]],
+        limit_bytes: int,
+        deadline: float,
+    ) -> Candidate | None:
+        """The position bound overstates the worst case, so guarding to it can serialise more
+        than needed: guard the fastest bases to larger thresholds and keep those the worst-case
+        analysis proves within the budget (where that analysis is quick enough to afford)."""
+        if self.budget_kind.figure != "worst_case" or not guarded:
+            return best
+        if len(self.graph.nodes) > RELAX_MAX_OPS:
+            return best
+        for _, base, source in sorted(guarded, key=lambda t: t[0].makespan_ms)[:RELAX_BASES]:
+            for slack in RELAX_SLACKS:
+                left = deadline - time.perf_counter()
+                if left <= 0.2:
+                    return best
+                g = guard_schedule(self.graph, base, int(limit_bytes * slack), self.cost, self.facts)
+                if g is None:
+                    break
+                c = self._candidate(g, f"guarded {source}, relaxed", None)
+                if best is not None and c.makespan_ms >= best.makespan_ms:
+                    continue
+                check = self._analysis(c.schedule, min(left, self.ctx.time_limit_s))
+                if check is None or check.upper_bytes > limit_bytes:
+                    break  # larger thresholds only let more coexist
+                best = Candidate(c.schedule, c.makespan_ms, c.source, None, check)
+        return best
+
+    def _polish(
+        self,
+        best: Candidate | None,
+        guarded: list[tuple[Candidate, StreamSchedule, str]],
+        limit_bytes: int,
+        deadline: float,
+    ) -> Candidate | None:
+        """Local search on small graphs: launch one op a step earlier (when its inputs allow) in the
+        best guarded variant's base, guard again, keep the move when the simulation is faster."""
+        if best is None or len(self.graph.nodes) > POLISH_MAX_OPS:
+            return best
+        stop = min(deadline, time.perf_counter() + POLISH_S)
+        for _, base, source in sorted(guarded, key=lambda t: t[0].makespan_ms)[:POLISH_BASES]:
+            best = self._polish_one(best, base, source, limit_bytes, stop)
+        return best
+
+    def _polish_one(
+        self, best: Candidate, base: StreamSchedule, source: str, limit_bytes: int, stop: float
+    ) -> Candidate:
+        order = list(base.launch_order)
+        pos = {op: i for i, op in enumerate(self.graph.node_ids)}
+        preds = self.graph.pred_positions()
+        mine = float("inf")
+        improved = True
+        while improved and time.perf_counter() < stop:
+            improved = False
+            for i in range(1, len(order)):
+                if time.perf_counter() > stop:
+                    break
+                a, b = order[i - 1], order[i]
+                if pos[a] in preds[pos[b]]:
+                    continue  # b reads what a writes
+                trial = order[: i - 1] + [b, a] + order[i + 1 :]
+                waits = derive_waits(self.graph, trial, base.streams)
+                g = guard_schedule(
+                    self.graph,
+                    StreamSchedule(tuple(trial), base.streams, waits, base.policy),
+                    limit_bytes,
+                    self.cost,
+                    self.facts,
+                )
+                if g is None:
+                    continue
+                c = self._candidate(g, f"guarded {source}, reordered", g.meta.get("position_bound_bytes"))
+                if c.makespan_ms < mine - 1e-12:
+                    order, mine, improved = trial, c.makespan_ms, True
+                    if c.makespan_ms < best.makespan_ms - 1e-12:
+                        best = c
+        return best
+
     def _bases(self, fixed: Sequence[Candidate], floor: Floor):
         """(base schedule, description) to guard: each multi-stream policy's streams with its own
         launch order, the graph's order and the memory-optimal order."""
         orders = {"graph order": self.graph.node_ids, "memory order": floor.schedule.launch_order}
-        for c in fixed:
+        listed = self._list_base()
+        for c in [*fixed, listed]:
             s = c.schedule
             if s.num_streams < 2:
                 continue
@@ -173,6 +274,18 @@ class BudgetSearch:
                 if tuple(order) != s.launch_order:
                     waits = derive_waits(self.graph, order, s.streams)
                     yield StreamSchedule(tuple(order), s.streams, waits, c.source), f"{c.source} ({name})"
+        for name, order in orders.items():
+            yield (
+                greedy_streams(self.graph, order, self.cost, self.ctx.max_streams),
+                f"greedy streams ({name})",
+            )
+
+    def _list_base(self) -> Candidate:
+        """Critical-path list scheduling on the stream cap (``bases.list_schedule``), computed once."""
+        if self._listed is None:
+            s = list_schedule(self.graph, self.cost, self.ctx.max_streams)
+            self._listed = self._candidate(s, "list scheduling")
+        return self._listed
 
     def _candidate(self, schedule: StreamSchedule, source: str, bound: int | None = None) -> Candidate:
         s = make_schedule_like(self.graph, schedule)
