@@ -35,6 +35,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleC
 SOLVERS = ("auto", "search", "exact")
 EXACT_MAX_OPS = 24
 FINAL_CHECK_S = 1.0  # time for the worst-case analysis of the winner
+SEARCH_SHARE = 0.7  # of the context's time limit, for the search's optional steps
 OPTIONS = frozenset({"solver", "exact_max_ops", "fixed"})
 
 
@@ -62,7 +63,7 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
                 "the exact solver bounds the worst-case peak only", hint="use the search for the arena figure"
             )
         use_exact = False
-    deadline = t0 + ctx.time_limit_s
+    deadline = t0 + SEARCH_SHARE * ctx.time_limit_s  # the rest: the final check, the exact solver's result
     extra: dict[str, Any] = {}
     best: Candidate | None = None
     name = "search"

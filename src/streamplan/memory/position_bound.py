@@ -116,6 +116,7 @@ class PositionBound:
         self.last_seen = np.zeros((m, k), dtype=np.int64)  # per slot: index of its last user launched so far
         self.creator_before = np.zeros((m, k), dtype=np.int64)  # the clock its creator waited for
         self.live_set: list[int] = []  # created and maybe still live for a later op
+        self._live_np: np.ndarray | None = None
         self.remaining_users = [len(u) for u in facts.users]
         self.unended: list[list[int]] = [[] for _ in range(k)]  # charged to a slot, interval still open
         self.slot_of_stream: dict[int, int] = {}
@@ -158,7 +159,7 @@ class PositionBound:
             self.facts.nbytes[x] for x in self.facts.created_by.get(op, ())
         )
         if self.live_set:
-            idx = np.fromiter(self.live_set, dtype=np.int64, count=len(self.live_set))
+            idx = self._live_array()
             unfinished = self.done_by[idx] > bef  # per slot: some user there may not have finished
             open_ = unfinished.any(axis=1)  # else every user happens before op: dead
             idx, unfinished = idx[open_], unfinished[open_]
@@ -170,6 +171,12 @@ class PositionBound:
                     charged, lo, hi, self.weight[idx], pos_lo, pos_hi, self.num_slots
                 )
         return total
+
+    def _live_array(self) -> np.ndarray:
+        """``live_set`` as an array, rebuilt only after it changed (a search probes one state often)."""
+        if self._live_np is None or len(self._live_np) != len(self.live_set):
+            self._live_np = np.fromiter(self.live_set, dtype=np.int64, count=len(self.live_set))
+        return self._live_np
 
     def _charges(self, idx: np.ndarray, unfinished: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each storage's slot and interval for this probe: its standing charge, or, when the users
@@ -259,6 +266,7 @@ class PositionBound:
         for t in self.tail:
             dead &= (self.done_by[idx] <= np.asarray(self.after[t], dtype=np.int64)).all(axis=1)
         self.live_set = [int(x) for x in idx[~dead]]
+        self._live_np = None
 
 
 def _largest_position_sums(
@@ -271,25 +279,25 @@ def _largest_position_sums(
     num_slots: int,
 ) -> int:
     """Sum over slots of the largest total weight of intervals covering one position of the
-    slot's range [pos_lo, pos_hi] (intervals clipped to it)."""
+    slot's range [pos_lo, pos_hi] (intervals clipped to it): one sweep over start and end events,
+    slot by slot (each slot's events sum to zero, so one running sum serves all)."""
     a = np.maximum(lo, pos_lo[slot])
     e = np.minimum(hi, pos_hi[slot])
     ok = a <= e
     if not ok.any():
         return 0
     slot, a, e, w = slot[ok], a[ok], e[ok], weight[ok]
-    span = int(max(pos_hi.max(), e.max())) + 2
-    ka, ke = a + slot * span, e + slot * span
-    o1 = np.argsort(ka, kind="stable")
-    sa, cwa = ka[o1], np.cumsum(w[o1])
-    o2 = np.argsort(ke, kind="stable")
-    se, cwe = ke[o2], np.cumsum(w[o2])
-    # covered weight at each interval start: started at or before it, minus ended before it
-    ia = np.searchsorted(sa, ka, side="right")
-    ie = np.searchsorted(se, ka, side="left")
-    val = cwa[ia - 1] - np.where(ie > 0, cwe[np.maximum(ie - 1, 0)], 0)
+    span = 2 * (int(pos_hi.max()) + 3)
+    # event keys: slot-major, then position; at one position an end (exclusive) before a start
+    keys = np.concatenate((slot * span + 2 * a + 1, slot * span + 2 * (e + 1)))
+    deltas = np.concatenate((w, -w))
+    order = np.argsort(keys, kind="stable")
+    running = np.cumsum(deltas[order])
+    is_start = order < len(w)
+    starts = running[is_start]
+    start_slot = slot[order[is_start]]
     best = np.zeros(num_slots, dtype=np.int64)
-    np.maximum.at(best, slot, val)
+    np.maximum.at(best, start_slot, starts)
     return int(best.sum())
 
 
