@@ -22,7 +22,7 @@ from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
 
 DEFAULT_POINTS = 8
-POINT_CHECK_S = 2.0  # worst-case analysis per point and per fixed policy
+POINT_CHECK_S = 2.0  # worst-case analysis per point (the search's proof already holds)
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,14 @@ class FrontPoint:
 
 @dataclass(frozen=True)
 class FixedPoint:
-    """A fixed policy's schedule as a reference: its makespan and figure; ``dominated`` when a
-    front point is no slower and no larger, and better in one of the two."""
+    """A fixed policy's schedule as a reference: its makespan and figure (the proven upper end;
+    ``worst_case_lower_bytes`` the realised lower end when the analysis stopped early);
+    ``dominated`` when a front point is no slower and surely no larger, and better in one."""
 
     policy: str
     makespan_ms: float
     worst_case_peak_bytes: int
+    worst_case_lower_bytes: int
     worst_case_exact: bool
     streams: int
     dominated: bool
@@ -65,6 +67,7 @@ class FixedPoint:
             "policy": self.policy,
             "makespan_ms": self.makespan_ms,
             "worst_case_peak_bytes": self.worst_case_peak_bytes,
+            "worst_case_lower_bytes": self.worst_case_lower_bytes,
             "worst_case_exact": self.worst_case_exact,
             "streams": self.streams,
             "dominated": self.dominated,
@@ -127,7 +130,7 @@ def pareto_front(
     checked: list[Candidate] = []
     for k, c in enumerate(fixed_runs):
         ctx.progress("pareto: fixed policies' figures", k, len(fixed_runs))
-        chk = budget_figure(graph, c.schedule, kind, time_limit_s=POINT_CHECK_S)
+        chk = budget_figure(graph, c.schedule, kind, time_limit_s=ctx.time_limit_s)
         checked.append(Candidate(c.schedule, c.makespan_ms, c.source, c.bound_bytes, chk))
     floor = search.memory_floor()
     top = max(c.check.upper_bytes for c in checked if c.check is not None)
@@ -192,11 +195,19 @@ def _point(budget_bytes: int, c: Candidate, chk: FigureCheck) -> FrontPoint:
 
 def _fixed_point(c: Candidate, front: list[FrontPoint]) -> FixedPoint:
     assert c.check is not None
-    peak = c.check.upper_bytes
+    peak = c.check.lower_bytes  # compared with the front's proven upper ends: dominance for sure
     dominated = any(
         p.makespan_ms <= c.makespan_ms
         and p.worst_case_peak_bytes <= peak
         and (p.makespan_ms < c.makespan_ms or p.worst_case_peak_bytes < peak)
         for p in front
     )
-    return FixedPoint(c.source, c.makespan_ms, peak, c.check.exact, c.schedule.num_streams, dominated)
+    return FixedPoint(
+        c.source,
+        c.makespan_ms,
+        c.check.upper_bytes,
+        c.check.lower_bytes,
+        c.check.exact,
+        c.schedule.num_streams,
+        dominated,
+    )

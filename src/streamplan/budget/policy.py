@@ -50,7 +50,7 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
     search = BudgetSearch(graph, ctx, kind, fixed=fixed_policies(ctx))
     if ctx.budget is None:
         best = search.fastest()
-        return _result(best, graph, ctx, None, None, "fastest fixed policy", t0)
+        return _result(best, graph, ctx, None, None, best.source, t0)
     limit = ctx.budget.limit_for(sequential_figure_bytes(graph, ctx.budget))
     floor = search.memory_floor()
     if limit < floor.figure_bytes:

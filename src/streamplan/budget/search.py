@@ -108,12 +108,11 @@ class BudgetSearch:
         the best fixed policy, which is among the candidates)."""
         fixed = self.fixed_runs()
         best = fixed[0]
-        for base, source in self._bases(fixed, self.memory_floor()):
-            if base.launch_order == self.runs[base.policy].schedule.launch_order:
-                continue  # the policy's own schedule: already a candidate
-            cand = self._candidate(base, source)
-            if cand.makespan_ms < best.makespan_ms:
-                best = cand
+        for ms, base, source in self._base_runs(fixed, self.memory_floor()):
+            if ms < best.makespan_ms:
+                cand = self._candidate(base, source)
+                if cand.makespan_ms < best.makespan_ms:
+                    best = cand
         return best
 
     def memory_floor(self) -> Floor:
@@ -258,6 +257,8 @@ class BudgetSearch:
                 if g is None:
                     continue
                 c = self._candidate(g, f"guarded {source}, reordered", g.meta.get("position_bound_bytes"))
+                if self.budget_kind.figure == "arena" and self.bound_bytes(c) > limit_bytes:
+                    continue
                 if c.makespan_ms < mine - 1e-12:
                     order, mine, improved = trial, c.makespan_ms, True
                     if c.makespan_ms < best.makespan_ms - 1e-12:
@@ -270,7 +271,11 @@ class BudgetSearch:
             runs = []
             for base, source in self._bases(fixed, floor):
                 known = self.runs.get(source)
-                ms = known.makespan_ms if known is not None else simulate(self.graph, base, self.cost).makespan_ms
+                ms = (
+                    known.makespan_ms
+                    if known is not None
+                    else simulate(self.graph, base, self.cost).makespan_ms
+                )
                 runs.append((ms, base, source))
             self._base_cache = sorted(runs, key=lambda r: r[0])
         return self._base_cache
