@@ -114,7 +114,7 @@ def explain(
         emit_json(result.to_dict())
         return
     for line in explain_lines(result):
-        out.print(line, markup=False)
+        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()

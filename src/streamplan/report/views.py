@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamplan.app.explain import ExplainResult, LatencyNote
+from streamplan.app.explain import LITTLE_GAIN, ExplainResult, LatencyNote
 from streamplan.app.memory import MemoryAnalysis
 from streamplan.app.run import RunReport
 from streamplan.report.units import MiB, fmt_bytes, fmt_ms
@@ -56,8 +56,10 @@ def latency_lines(n: LatencyNote) -> list[str]:
         f"so none beats sequential by more than {100 * (n.max_speedup - 1):.0f}%."
     )
     lines = [head]
-    if n.little_to_gain:
-        lines.append("  why so little to gain:")
+    if n.max_speedup < LITTLE_GAIN:
+        lines.append("  why no schedule can gain much:")
+    elif n.little_to_gain:
+        lines.append(f"  why {n.policy} gains little here:")
     else:
         lines.append("  where the time goes:")
     if n.launch_bound:
