@@ -4,7 +4,9 @@
 # The device image has python3 with torch, transformers, pytest and hypothesis but not this
 # package: it runs from src/ on PYTHONPATH (nothing to install). Results land in $OUT:
 #   versions.txt, cuda_tests.log, gpu_validate.log, gpu_validate.json, measured_<gpu>.json
-# Then: put the table from gpu_validate.log in BENCHMARKS.md (date, GPU, this command) and
+# gpu_validate.log ends with the budget schedules run for real: measured max_memory_allocated
+# against each budget (1.0x and 1.5x the sequential peak, inputs and params counted).
+# Then: put the tables from gpu_validate.log in BENCHMARKS.md (date, GPU, this command) and
 # `streamplan memory MODEL --device h100 --measured measured_h100.json` uses the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
