@@ -35,7 +35,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleC
 SOLVERS = ("auto", "search", "exact")
 EXACT_MAX_OPS = 24
 FINAL_CHECK_S = 1.0  # time for the worst-case analysis of the winner
-SEARCH_SHARE = 0.7  # of the context's time limit, for the search's optional steps
+SEARCH_SHARE = 0.6  # of the context's time limit, for the search's optional steps
 OPTIONS = frozenset({"solver", "exact_max_ops", "fixed"})
 
 

@@ -45,6 +45,7 @@ from streamplan.schedule.registry import make_schedule
 FIXED_POLICIES = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
 ANALYSIS_SLACK = 1.25  # ask the worst-case analysis only when the position bound is this close
 IOS_MAX_OPS_WITH_BUDGET = 400
+ANALYSIS_S_PER_OP = 0.002  # about what the worst-case analysis needs before its solver even starts
 RELAX_MAX_OPS = 400  # relaxed guards need the worst-case analysis of each try: small graphs only
 RELAX_BASES = 3
 RELAX_SLACKS = (1.1, 1.25, 1.5, 2.0)
@@ -132,7 +133,7 @@ class BudgetSearch:
         for c in sorted([*incumbents, *fixed], key=lambda c: c.makespan_ms):
             if self.witness_bytes(c) > limit_bytes:
                 continue  # its host-order state is a timing that already exceeds the budget
-            if self.bound_bytes(c) <= limit_bytes:
+            if self.bound_fits(c, limit_bytes):
                 best = c  # the fastest one that fits: the rest are slower
                 break
             unproven.append(c)
@@ -175,8 +176,10 @@ class BudgetSearch:
             left = deadline - time.perf_counter()
             if left <= 0.5 or (best is not None and c.makespan_ms >= best.makespan_ms):
                 break
-            if self.bound_bytes(c) > ANALYSIS_SLACK * limit_bytes:
+            if self.bound_fits(c, int(ANALYSIS_SLACK * limit_bytes)) is False:
                 continue  # the bound is far above: the exact analysis would rarely clear it
+            if left < ANALYSIS_S_PER_OP * len(self.graph.nodes):
+                break  # building the analysis alone would overrun the time left
             check = self._analysis(c.schedule, min(left, self.ctx.time_limit_s))
             if check is not None and check.upper_bytes <= limit_bytes:
                 best = Candidate(c.schedule, c.makespan_ms, c.source, c.bound_bytes, check)
@@ -327,6 +330,23 @@ class BudgetSearch:
             self._bounds[key] = got
             self._keep.append(c)
         return got
+
+    def bound_fits(self, c: Candidate, limit_bytes: int) -> bool:
+        """The candidate's figure is proven within ``limit_bytes`` by a cheap bound (for the worst
+        case: the position bound, replayed only until it exceeds the limit)."""
+        b = self.budget_kind
+        if (c.check is not None and c.check.figure == b.figure) or b.figure == "arena":
+            return self.bound_bytes(c) <= limit_bytes
+        if c.bound_bytes is not None or c.schedule.num_streams == 1:
+            return self.bound_bytes(c) <= limit_bytes
+        key = ("partial", id(c.schedule))
+        known = self._bounds.get(key)  # a bound value, negative when only "over |value|" is known
+        if known is not None and (known >= 0 or -known > limit_bytes):
+            return 0 <= known <= limit_bytes
+        pb = position_bound(self.graph, c.schedule, facts=self.facts, stop_above=limit_bytes)
+        self._bounds[key] = pb.peak_bytes if pb.complete else -pb.peak_bytes
+        self._keep.append(c)
+        return pb.complete and pb.peak_bytes <= limit_bytes
 
     def bound_bytes(self, c: Candidate) -> int:
         """A proven bound on the candidate's figure: the position bound (worst case) or its arena

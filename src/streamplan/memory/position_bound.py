@@ -128,6 +128,7 @@ class PositionBound:
         self.after: dict[str, tuple[int, ...]] = {}  # ... and with the op itself finished
         self.peak_bytes = facts.resident_bytes
         self.peak_op: str | None = None
+        self.complete = True  # every op placed (``position_bound`` may stop early)
 
     def slot_for(self, stream: int) -> int:
         """The slot of ``stream`` (the next free one on first use)."""
@@ -308,9 +309,11 @@ def position_bound(
     include_inputs: bool = False,
     include_params: bool = False,
     facts: CountedStorages | None = None,
+    stop_above: int | None = None,
 ) -> PositionBound:
     """The bound of a finished schedule (``.peak_bytes``, reached when ``.peak_op`` is the latest
-    op started): no timing of the schedule has more bytes live at once."""
+    op started): no timing of the schedule has more bytes live at once. With ``stop_above`` the
+    replay stops at the first op whose bound exceeds it (``.complete`` is then False)."""
     check_structure(graph, schedule)
     if facts is None:
         facts = counted_storages(graph, include_inputs=include_inputs, include_params=include_params)
@@ -319,7 +322,11 @@ def position_bound(
     waits = schedule.waits_before()
     for n, op in enumerate(schedule.launch_order):
         stream = schedule.streams[op]
-        state.place(op, stream, state.clock_before(stream, waits.get(op, ())))
+        before = state.clock_before(stream, waits.get(op, ()))
+        state.place(op, stream, before, bound=state.probe(op, stream, before, enough=stop_above))
+        if stop_above is not None and state.peak_bytes > stop_above:
+            state.complete = False
+            break
         if n % 64 == 63:
             state.prune()
     return state
