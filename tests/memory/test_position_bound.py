@@ -56,3 +56,64 @@ def test_inputs_and_params_are_resident():
     plain = position_bound(g, s).peak_bytes
     with_inputs = position_bound(g, s, include_inputs=True).peak_bytes
     assert with_inputs == plain + g.input_bytes()
+
+
+@st.composite
+def aliased_dags(draw, max_nodes=7):
+    """Random DAGs where some ops make a view of their input, or write it in place."""
+    from streamplan.frontends.argcodec import tensor_ref
+    from streamplan.ir.graph import Graph, Node, Value
+
+    n = draw(st.integers(2, max_nodes))
+    sh = (256, 1024)
+    values = {"x": Value("x", sh, "float32", 1 << 20, "input")}
+    storage_of: dict[str, str] = {}
+    nodes, used = [], set()
+    for i in range(n):
+        k = draw(st.integers(1, min(i, 2))) if i else 0
+        ins = (
+            [f"v{j}" for j in draw(st.lists(st.integers(0, i - 1), min_size=k, max_size=k, unique=True))]
+            if i
+            else []
+        )
+        ins = ins or ["x"]
+        used.update(ins)
+        kind = (
+            draw(st.sampled_from(["new", "new", "view", "inplace"]))
+            if ins[0] != "x" and len(ins) == 1
+            else "new"
+        )
+        out = f"v{i}"
+        size = draw(st.integers(1, 4)) << 18
+        if kind == "new":
+            values[out] = Value(out, sh, "float32", size, "activation")
+            storage_of[out] = out
+            node = Node(
+                f"n{i}", "aten.add.Tensor" if len(ins) == 2 else "aten.atan.default", tuple(ins), (out,)
+            )
+        else:
+            root = storage_of[ins[0]]
+            values[out] = Value(out, sh, "float32", values[root].nbytes, "activation", storage=root)
+            storage_of[out] = root
+            op, mut = ("aten.view.default", ()) if kind == "view" else ("aten.relu_.default", (ins[0],))
+            node = Node(f"n{i}", op, tuple(ins), (out,), mutates=mut)
+        nodes.append(
+            Node(
+                node.id,
+                node.op,
+                node.inputs,
+                node.outputs,
+                {"args": [tensor_ref(x) for x in ins], "kwargs": {}},
+                mutates=node.mutates,
+            )
+        )
+    outputs = tuple(f"v{i}" for i in range(n) if f"v{i}" not in used)
+    return Graph("aliased", tuple(nodes), values, ("x",), (), outputs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_bound_holds_with_views_and_inplace_writes(data):
+    g = data.draw(aliased_dags())
+    s = data.draw(schedules_for(g))
+    assert position_bound(g, s).peak_bytes >= brute_force_worst_case(g, s)
