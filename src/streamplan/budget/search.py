@@ -4,11 +4,18 @@ Candidates, all simulated under the context's cost model:
 
 1. the fixed policies' own schedules (sequential, memory, wavefront, asap, nimble and,
    where it is affordable, ios), kept when their figure fits the budget;
-2. guarded variants (``budget.guard``): each multi-stream policy's stream assignment
-   with its own launch order, the graph's order and the memory-optimal order, with
-   admission waits that keep the launch-order position bound, hence the worst case,
-   within the budget. The memory-optimal one-stream order always fits a budget at or
-   above the floor, so the search never comes back empty.
+2. guarded variants (``budget.guard``) of bases, fastest base first: each multi-stream
+   policy's stream assignment with its own launch order, the graph's order and the
+   memory-optimal order, critical-path list scheduling on the stream cap, and greedy
+   earliest-start streams (``budget.bases``), with admission waits that keep the
+   launch-order position bound, hence the worst case, within the budget;
+3. memory-aware list scheduling (``bases.memory_list_schedule``);
+4. on small graphs, the best bases guarded to larger thresholds (kept when the worst-case
+   analysis proves them within the budget), and their launch orders polished by local
+   search (one op a step earlier at a time).
+
+The memory-optimal one-stream order always fits a budget at or above the floor, so the
+search never comes back empty.
 
 A candidate fits when its position bound is within the budget (a proven upper bound
 on the worst case), or, for a candidate faster than every fitting one, when the
@@ -27,13 +34,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from streamplan.budget.bases import greedy_streams, list_schedule, memory_list_schedule
+from streamplan.budget.cached import CachedCost, make_schedule_like
 from streamplan.budget.figures import FigureCheck, Floor, memory_floor
 from streamplan.budget.guard import guard_schedule
-from streamplan.cost.opcost import CostModel, DeviceFacts
 from streamplan.cost.simulate import simulate
 from streamplan.errors import StreamplanError
 from streamplan.ir.frozen import FrozenDict
-from streamplan.ir.graph import Graph, Node
+from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.position_bound import CountedStorages, counted_storages, position_bound
 from streamplan.memory.worst_case import worst_case_peak
@@ -43,16 +50,16 @@ from streamplan.schedule.live_bytes import sequential_peak_bytes
 from streamplan.schedule.registry import make_schedule
 
 FIXED_POLICIES = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
+IOS_MAX_OPS_WITH_BUDGET = 400  # above this, IOS's own search takes longer than a budget point should
 ANALYSIS_SLACK = 1.25  # ask the worst-case analysis only when the position bound is this close
-IOS_MAX_OPS_WITH_BUDGET = 400
 ANALYSIS_S_PER_OP = 0.002  # about what the worst-case analysis needs before its solver even starts
+BASE_SLACK = 0.02  # a guarded base rarely beats its own unguarded makespan by more than this
 RELAX_MAX_OPS = 400  # relaxed guards need the worst-case analysis of each try: small graphs only
 RELAX_BASES = 3
 RELAX_SLACKS = (1.1, 1.25, 1.5, 2.0)
-BASE_SLACK = 0.02  # a guarded base rarely beats its own unguarded makespan by more than this
 POLISH_MAX_OPS = 200  # launch-order local search: one guard and one simulation per move
 POLISH_S = 2.0
-POLISH_BASES = 3  # above this, IOS's own search takes longer than a budget point should
+POLISH_BASES = 3
 
 
 @dataclass(frozen=True)
@@ -381,53 +388,3 @@ class BudgetSearch:
             self.graph, schedule, include_inputs=inc, include_params=par, time_limit_s=max(0.1, time_limit_s)
         )
         return FigureCheck("worst_case", wc.lower_bytes, wc.upper_bytes, wc.exact, wc.method)
-
-
-class CachedCost(CostModel):
-    """A cost model's answers per op, computed once (a search simulates the same ops many times)."""
-
-    def __init__(self, inner: CostModel):
-        self.inner = inner
-        self.device_name = inner.device_name
-        self._facts = inner.device_facts
-        self._memo: dict[str, tuple[float, float, float, bool]] = {}
-
-    @property
-    def device_facts(self) -> DeviceFacts:
-        return self._facts
-
-    def _get(self, graph: Graph, node: Node) -> tuple[float, float, float, bool]:
-        got = self._memo.get(node.id)
-        if got is None:
-            c = self.inner
-            got = (
-                c.op_time_ms(graph, node),
-                c.occupancy(graph, node),
-                c.launch_overhead_ms(graph, node),
-                c.is_kernel(graph, node),
-            )
-            self._memo[node.id] = got
-        return got
-
-    def op_time_ms(self, graph: Graph, node: Node) -> float:
-        return self._get(graph, node)[0]
-
-    def occupancy(self, graph: Graph, node: Node) -> float:
-        return self._get(graph, node)[1]
-
-    def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
-        return self._get(graph, node)[2]
-
-    def is_kernel(self, graph: Graph, node: Node) -> bool:
-        return self._get(graph, node)[3]
-
-
-def make_schedule_like(graph: Graph, schedule: StreamSchedule) -> StreamSchedule:
-    """A constructed schedule with its redundant waits dropped and verified, as ``make_schedule``
-    leaves every policy's output."""
-    from streamplan.schedule.events import prune_waits
-    from streamplan.schedule.verify import verify_schedule
-
-    s = prune_waits(graph, schedule) if schedule.waits else schedule
-    verify_schedule(graph, s)
-    return s
