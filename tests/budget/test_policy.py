@@ -58,7 +58,7 @@ def test_below_the_floor_names_the_smallest_figure_and_rematerialization():
 
 
 def test_factor_budgets_resolve_against_the_sequential_peak():
-    g = graph_of("random:80:3")
+    g = graph_of("random:50:3")
     seq = sequential_figure_bytes(g, MemoryBudget(limit_bytes=0))
     s = make_schedule(
         g, "budget", ScheduleContext(cost="h100", budget=MemoryBudget.parse("1.0x"), time_limit_s=2.0)

@@ -73,7 +73,7 @@ def test_explain_has_a_latency_part():
 
 def test_pareto_json_table_and_plot(tmp_path):
     png = tmp_path / "front.png"
-    r = sp("pareto", "random:40:3", "--points", "4", "--time-limit", "1", "--json", "-o", str(png))
+    r = sp("pareto", "random:30:3", "--points", "4", "--time-limit", "0.5", "--json", "-o", str(png))
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert len(d["points"]) >= 4
@@ -86,4 +86,4 @@ def test_pareto_json_table_and_plot(tmp_path):
         "pareto", "seed-example2", "--points", "3", "--time-limit", "1", "--device", "h100", "--cuda-graphs"
     )
     assert r.returncode == 0 and "fastest schedule per budget" in r.stdout and "fixed policies" in r.stdout
-    assert_user_error(sp("pareto", "random:40:3", "-o", str(tmp_path / "front.bmp")), "image format")
+    assert_user_error(sp("pareto", "random:30:3", "-o", str(tmp_path / "front.bmp")), "image format")
