@@ -11,6 +11,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+# The budget rows need OR-Tools (CP-SAT), which the device image lacks: carry its wheels in .whl/
+# (see the device notes: `pip download --no-deps --only-binary=:all: --python-version 3.12 ...
+# -d .whl ortools==9.15.6755 immutabledict`, then name .whl in the run's carry). Without them
+# those rows are reported as skipped and everything else runs.
+if ! python3 -c "import ortools" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
 OUT="${OUT:-/tmp/streamplan_gpu}"
 mkdir -p "$OUT"
 BUDGET_S="${BUDGET_S:-420}"

@@ -267,12 +267,17 @@ def _validate_budget(
     from streamplan.runtime import compare_outputs, run
     from streamplan.schedule import MemoryBudget, make_schedule
 
+    import importlib.util
+
     sim_device = _profile(a.device)
     for cuda_graph in graph_modes:
         row: dict[str, Any] = {"model": model, "batch": batch, "factor": factor, "cuda_graph": cuda_graph}
         out.append(row)
         if time.perf_counter() > deadline:
             row["skipped"] = "time budget"
+            continue
+        if importlib.util.find_spec("ortools") is None:  # the worst-case analysis needs CP-SAT
+            row["skipped"] = "ortools missing (carry it as a wheel: bench/gpu_session.sh)"
             continue
         try:
             budget = MemoryBudget(factor=factor, includes_inputs=True, includes_params=True)
