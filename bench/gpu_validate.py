@@ -260,14 +260,14 @@ def _validate_budget(
     a, model, batch, factor, graph, inputs, params, reference, graph_modes, deadline, out
 ) -> None:
     """The budget policy's schedule run for real: measured max_memory_allocated against the budget."""
+    import importlib.util
+
     from streamplan.app.context import make_context
     from streamplan.cost.simulate import simulate
     from streamplan.memory.allocators import replay
     from streamplan.memory.worst_case import worst_case_peak
     from streamplan.runtime import compare_outputs, run
     from streamplan.schedule import MemoryBudget, make_schedule
-
-    import importlib.util
 
     sim_device = _profile(a.device)
     for cuda_graph in graph_modes:
