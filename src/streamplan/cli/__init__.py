@@ -8,7 +8,11 @@ One module per group of commands; each registers its commands on ``app``.
 from __future__ import annotations
 
 # importing the command modules registers their commands, in the order --help lists them
-from streamplan.cli import budget_commands, graph_commands, memory_commands, run_commands, schedule_commands  # noqa: E402, F401, I001
+# isort: off
+from streamplan.cli import graph_commands, memory_commands, run_commands, schedule_commands  # noqa: E402, F401
+from streamplan.cli import budget_commands  # noqa: E402, F401
+
+# isort: on
 from streamplan.cli.app import app
 from streamplan.cli.common import err, out
 
