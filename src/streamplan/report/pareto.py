@@ -65,8 +65,8 @@ def render_front(front: ParetoFront, *, fmt: str = "png") -> bytes:
     ax.step(xs, ys, where="post", color="tab:blue", linewidth=1.5, label="budget front")
     ax.plot(xs, ys, "o", color="tab:blue")
     for p, x, y in zip(front.points, xs, ys, strict=True):
-        ax.annotate(f"{p.streams}s", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
-    for f in front.fixed:
+        ax.annotate(f"{p.streams} str", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+    for k, f in enumerate(sorted(front.fixed, key=lambda f: (f.makespan_ms, f.worst_case_peak_bytes))):
         x, y = f.worst_case_peak_bytes / MiB, f.makespan_ms
         if f.dominated:
             ax.plot(x, y, "s", markerfacecolor="none", markeredgecolor="grey")
@@ -74,13 +74,14 @@ def render_front(front: ParetoFront, *, fmt: str = "png") -> bytes:
         else:
             ax.plot(x, y, "s", color="tab:red")
             label = f.policy
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, -10), fontsize=8)
+        # neighbours (sequential and memory often share a latency) alternate above and below
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, -11 if k % 2 else 5), fontsize=8)
     ax.axvline(front.floor_bytes / MiB, color="black", linestyle=":", linewidth=0.8)
     ax.annotate("floor", (front.floor_bytes / MiB, max(ys or [0])), fontsize=8, rotation=90, va="top")
     what = "worst-case peak over all timings" if front.figure == "worst_case" else "static arena"
     ax.set_xlabel(f"{what} (MiB)")
     ax.set_ylabel(f"simulated latency on {front.device}{' (CUDA graph)' if front.cuda_graphs else ''} (ms)")
-    ax.set_title(f"{front.graph}: fastest schedule per memory budget")
+    ax.set_title(f"{front.graph}: fastest schedule per memory budget (str: streams)")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
