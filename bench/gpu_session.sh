@@ -5,11 +5,21 @@
 # package: it runs from src/ on PYTHONPATH (nothing to install). Results land in $OUT:
 #   versions.txt, cuda_tests.log, gpu_codegen.log, gpu_codegen.json, gpu_validate.log,
 #   gpu_validate.json, measured_<gpu>.json
-# Then: put the table from gpu_validate.log in BENCHMARKS.md (date, GPU, this command) and
+# gpu_validate.log ends with the budget schedules run for real: measured max_memory_allocated
+# against each budget (1.0x and 1.5x the sequential peak, inputs and params counted).
+# Then: put the tables from gpu_validate.log in BENCHMARKS.md (date, GPU, this command) and
 # `streamplan memory MODEL --device h100 --measured measured_h100.json` uses the table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+# The budget rows need OR-Tools (CP-SAT), which the device image lacks: carry its wheels in .whl/
+# (see the device notes: `pip download --no-deps --only-binary=:all: --python-version 3.12 ...
+# -d .whl ortools==9.15.6755 immutabledict`, then name .whl in the run's carry). Without them
+# those rows are reported as skipped and everything else runs.
+if ! python3 -c "import ortools" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
 OUT="${OUT:-/tmp/streamplan_gpu}"
 mkdir -p "$OUT"
 BUDGET_S="${BUDGET_S:-360}"

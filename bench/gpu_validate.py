@@ -14,6 +14,13 @@ per op, e.g. cuDNN workspaces, and what a stream keeps after its first matmul; s
     python bench/gpu_validate.py --out gpu_validate.json --measured-out measured_h200.json
     python bench/gpu_validate.py --dry-run          # a tiny subset on the CPU
 
+Budget rows: for each model and batch, the ``budget`` policy's schedule at ``--budget-factors``
+times the sequential peak (inputs and params counted, as ``max_memory_allocated`` counts them),
+run for real with and without CUDA graphs; the measured ``max_memory_allocated`` is set beside
+the budget (``fits_budget``), and beside the budget plus what the tensor figures leave out and
+the ``torch-cuda`` replay predicts for that schedule (allocator rounding, op scratch, stream
+workspaces: ``fits_budget_with_overheads``).
+
 The run keeps to ``--budget-s`` (default 480 s): each model gets an equal share of
 what is left; rows that do not fit are reported as skipped. The table prints last.
 """
@@ -62,6 +69,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-streams", type=int, default=8)
     ap.add_argument("--budget-s", type=float, default=480.0)
     ap.add_argument("--no-cuda-graphs", action="store_true")
+    ap.add_argument(
+        "--budget-factors", nargs="*", type=float, default=[1.0, 1.5], help="budgets, x the sequential peak"
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default="gpu_validate.json", help="full results (JSON)")
     ap.add_argument("--measured-out", default=None, help="measured op table (streamplan.measured JSON)")
@@ -70,6 +80,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     if a.dry_run:
         a.device, a.models, a.batches = "cpu", ["squeezenet"], [1]
         a.policies = a.policies or ["sequential", "nimble"]
+        a.budget_factors = [1.0]
         a.repeat, a.warmup, a.op_repeat, a.no_cuda_graphs = 2, 0, 2, True
     return a
 
@@ -91,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     measured = Measured(stream_workspace_bytes=stream_workspace_bytes(a.device))
     kept: list[tuple[dict[str, Any], Any, Any]] = []  # row, graph, schedule (for the re-simulation)
+    budget_rows: list[dict[str, Any]] = []
     jobs = [(m, b) for m in a.models for b in a.batches]
     for k, (model, batch) in enumerate(jobs):
         left_s = a.budget_s - (time.perf_counter() - t_start)
@@ -99,7 +111,16 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": model, "batch": batch, "skipped": "time budget"})
             continue
         _validate_model(
-            a, model, batch, policies, graph_modes, time.perf_counter() + share_s, rows, measured, kept
+            a,
+            model,
+            batch,
+            policies,
+            graph_modes,
+            time.perf_counter() + share_s,
+            rows,
+            measured,
+            kept,
+            budget_rows,
         )
     sim_device = _profile(a.device)
     _resimulate(kept, measured.ops, sim_device)
@@ -109,18 +130,22 @@ def main(argv: list[str] | None = None) -> int:
         "device": _device_name(a.device),
         "args": vars(a),
         "rows": rows,
+        "budget_rows": budget_rows,
         "elapsed_s": time.perf_counter() - t_start,
         "stream_workspace_bytes": measured.stream_workspace_bytes,
-        "summary": _summary(rows),
+        "summary": {**_summary(rows), **_budget_summary(budget_rows)},
     }
     Path(a.out).write_text(json.dumps(result, indent=1, default=str))
     if a.measured_out:
         measured.table(sim_device).save(a.measured_out)
     _print_table(rows, result)
+    _print_budget_table(budget_rows)
     return 0
 
 
-def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, measured, kept) -> None:
+def _validate_model(
+    a, model, batch, policies, graph_modes, deadline, rows, measured, kept, budget_rows
+) -> None:
     import torch
 
     from streamplan.cost.simulate import simulate
@@ -196,7 +221,10 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, meas
                     matches_eager=ok,
                     max_abs_error=max_abs,
                     measured_ms=result.measured_ms,
-                    simulated_ms=timeline.makespan_ms,
+                    # a captured CUDA graph is predicted with the profile's CUDA-graph mode
+                    simulated_ms=_graph_makespan(graph, schedule, sim_device)
+                    if cuda_graph
+                    else timeline.makespan_ms,
                     measured_allocated_bytes=result.max_memory_allocated_bytes,
                     measured_reserved_bytes=result.max_memory_reserved_bytes,
                     predicted_allocated_bytes=predicted.allocated_peak_bytes,
@@ -220,8 +248,146 @@ def _validate_model(a, model, batch, policies, graph_modes, deadline, rows, meas
             except Exception as e:
                 row["error"] = f"{type(e).__name__}: {e}"[:300]
     _speedups([r for r in rows if r.get("model") == model and r.get("batch") == batch])
+    for factor in a.budget_factors:
+        _validate_budget(
+            a, model, batch, factor, graph, inputs, params, reference, graph_modes, deadline, budget_rows
+        )
     if a.device.startswith("cuda"):
         torch.cuda.empty_cache()
+
+
+def _validate_budget(
+    a, model, batch, factor, graph, inputs, params, reference, graph_modes, deadline, out
+) -> None:
+    """The budget policy's schedule run for real: measured max_memory_allocated against the budget."""
+    import importlib.util
+
+    from streamplan.app.context import make_context
+    from streamplan.cost.simulate import simulate
+    from streamplan.memory.allocators import replay
+    from streamplan.memory.worst_case import worst_case_peak
+    from streamplan.runtime import compare_outputs, run
+    from streamplan.schedule import MemoryBudget, make_schedule
+
+    sim_device = _profile(a.device)
+    for cuda_graph in graph_modes:
+        row: dict[str, Any] = {"model": model, "batch": batch, "factor": factor, "cuda_graph": cuda_graph}
+        out.append(row)
+        if time.perf_counter() > deadline:
+            row["skipped"] = "time budget"
+            continue
+        if importlib.util.find_spec("ortools") is None:  # the worst-case analysis needs CP-SAT
+            row["skipped"] = "ortools missing (carry it as a wheel: bench/gpu_session.sh)"
+            continue
+        try:
+            budget = MemoryBudget(factor=factor, includes_inputs=True, includes_params=True)
+            ctx = make_context(
+                device=sim_device, cuda_graphs=cuda_graph and sim_device != "cpu", max_streams=a.max_streams
+            ).replace(budget=budget)
+            schedule = make_schedule(graph, "budget", ctx)
+            limit = int(schedule.meta["budget_bytes"])
+            worst = worst_case_peak(graph, schedule, include_inputs=True, include_params=True)
+            timeline = simulate(graph, schedule, ctx.cost)
+            exact = replay(
+                graph, schedule, "exact", timeline=timeline, include_inputs=True, include_params=True
+            )
+            predicted = replay(
+                graph, schedule, "torch-cuda", timeline=timeline, include_inputs=True, include_params=True
+            )
+            result = run(
+                graph,
+                schedule,
+                list(inputs),
+                params=params,
+                device=a.device,
+                repeat=a.repeat,
+                warmup=a.warmup,
+                cuda_graph=cuda_graph,
+            )
+            ok, _, _ = compare_outputs(result.outputs, reference)
+            allocated = result.max_memory_allocated_bytes
+            overhead = max(0, predicted.allocated_peak_bytes - exact.allocated_peak_bytes)
+            row.update(
+                budget_bytes=limit,
+                streams=schedule.num_streams,
+                source=schedule.meta.get("source"),
+                worst_case_upper_bytes=worst.upper_bytes,
+                simulated_ms=timeline.makespan_ms,
+                measured_ms=result.measured_ms,
+                matches_eager=ok,
+                measured_allocated_bytes=allocated,
+                predicted_allocated_bytes=predicted.allocated_peak_bytes,
+                predicted_overhead_bytes=overhead,
+                fits_budget=None if allocated is None else allocated <= limit,
+                fits_budget_with_overheads=None if allocated is None else allocated <= limit + overhead,
+            )
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+
+
+def _budget_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    done = [r for r in rows if "measured_ms" in r]
+    measured = [r for r in done if r.get("measured_allocated_bytes") is not None]
+    return {
+        "budget_rows_run": len(done),
+        "budget_rows_worst_case_within": sum(r["worst_case_upper_bytes"] <= r["budget_bytes"] for r in done),
+        "budget_rows_measured": len(measured),
+        "budget_rows_fit": sum(bool(r["fits_budget"]) for r in measured),
+        "budget_rows_fit_with_overheads": sum(bool(r["fits_budget_with_overheads"]) for r in measured),
+        "budget_rows_match_eager": all(r["matches_eager"] for r in done),
+    }
+
+
+def _print_budget_table(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    print("budget schedules (inputs + params counted), measured max_memory_allocated against the budget:")
+    head = (
+        "model",
+        "bs",
+        "x",
+        "cg",
+        "str",
+        "budget MiB",
+        "worst MiB",
+        "alloc MiB",
+        "+ovh MiB",
+        "fits",
+        "ms",
+        "eager",
+    )
+    lines = [head]
+    for r in rows:
+        base = (r["model"], str(r["batch"]), f"{r['factor']:g}", "y" if r["cuda_graph"] else "n")
+        if "measured_ms" not in r:
+            lines.append(base + ((r.get("skipped") or "error: " + r.get("error", "?"))[:60],) + ("",) * 7)
+            continue
+        alloc = r["measured_allocated_bytes"]
+        fits = "-" if r["fits_budget"] is None else ("yes" if r["fits_budget"] else "over")
+        if r["fits_budget"] is False and r["fits_budget_with_overheads"]:
+            fits = "with ovh"
+        lines.append(
+            base
+            + (
+                str(r["streams"]),
+                f"{r['budget_bytes'] / MIB:.1f}",
+                f"{r['worst_case_upper_bytes'] / MIB:.1f}",
+                "-" if alloc is None else f"{alloc / MIB:.1f}",
+                f"{r['predicted_overhead_bytes'] / MIB:.1f}",
+                fits,
+                f"{r['measured_ms']:.3f}",
+                "ok" if r["matches_eager"] else "DIFF",
+            )
+        )
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
+    for line in lines:
+        print("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+def _graph_makespan(graph, schedule, sim_device: str) -> float:
+    from streamplan.cost import AnalyticCostModel, simulate
+
+    return simulate(graph, schedule, AnalyticCostModel(sim_device, cuda_graphs=True)).makespan_ms
 
 
 def _speedups(rows: list[dict[str, Any]]) -> None:
@@ -241,10 +407,14 @@ def _resimulate(
     from streamplan.cost.measured import MeasuredCostModel, MeasuredTable
     from streamplan.cost.simulate import simulate
 
-    model = MeasuredCostModel(MeasuredTable(sim_device, table_ops), fallback=sim_device)
+    table = MeasuredTable(sim_device, table_ops)
+    models: dict[bool, MeasuredCostModel] = {}  # with and without CUDA graphs, made when needed
     for row, graph, schedule in kept:
+        graphs = bool(row.get("cuda_graph"))
         try:
-            row[key] = simulate(graph, schedule, model).makespan_ms
+            if graphs not in models:
+                models[graphs] = MeasuredCostModel(table, fallback=sim_device, cuda_graphs=graphs)
+            row[key] = simulate(graph, schedule, models[graphs]).makespan_ms
         except Exception as e:
             row["resimulate_error"] = f"{type(e).__name__}: {e}"[:200]
 

@@ -19,6 +19,7 @@ LAYERS = [
     {"zoo", "models", "cache"},
     {"schedule"},
     {"memory"},
+    {"budget"},
     {"runtime"},
     {"codegen"},
     {"app"},

@@ -30,4 +30,10 @@ def test_dry_run_writes_rows_and_a_measured_table(tmp_path, capsys, monkeypatch)
 
     measured = MeasuredTable.load(table)
     assert measured.ops and measured.scratch_bytes and measured.device == "cpu"
-    assert "squeezenet" in capsys.readouterr().out  # the table is printed last
+    printed = capsys.readouterr().out
+    assert "squeezenet" in printed  # the table is printed last
+    budget = [r for r in result["budget_rows"] if "measured_ms" in r]
+    assert budget and all(
+        r["matches_eager"] and r["worst_case_upper_bytes"] <= r["budget_bytes"] for r in budget
+    )
+    assert "budget schedules" in printed

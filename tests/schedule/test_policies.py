@@ -9,9 +9,10 @@ from streamplan.models import load_model
 from streamplan.schedule import POLICIES, available_policies, get_policy, make_schedule, verify_schedule
 from streamplan.schedule.context import ScheduleContext
 
-# ios has its own tests (test_ios.py, with the simulator); it joins only the small fixed graphs here.
+# ios and budget have their own tests (test_ios.py, tests/budget); they join only the small fixed
+# graphs here (budget runs every fixed policy, ios included).
 ALL = list(available_policies())
-LOCAL = [p for p in ALL if p != "ios"]
+LOCAL = [p for p in ALL if p not in ("ios", "budget")]
 
 
 def _check(graph, schedule, max_streams):
@@ -25,7 +26,7 @@ def _check(graph, schedule, max_streams):
 
 
 def test_policy_names_in_display_order():
-    assert POLICIES == ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
+    assert POLICIES == ("sequential", "memory", "wavefront", "asap", "nimble", "ios", "budget")
     assert set(LOCAL) >= {"sequential", "memory", "wavefront", "asap", "nimble"}
 
 
@@ -54,7 +55,7 @@ GRAPH_CASES = [
     (spec, policy)
     for spec in ("seed-example1", "seed-example2", "seed-concat", "random:200")
     for policy in ALL
-    if not (policy == "ios" and spec.startswith("random"))
+    if not (policy in ("ios", "budget") and spec.startswith("random"))
 ]
 
 

@@ -22,6 +22,7 @@ from streamplan.zoo.randwire import (  # noqa: E402
 EXPECTED = {
     "inception_v3": (23_834_568, (1, 1000)),  # without the aux classifier (27,161,264 with it)
     "squeezenet": (1_248_424, (1, 1000)),
+    "googlenet": (6_624_904, (1, 1000)),  # torchvision's variant without the aux classifiers
     "resnet50": (25_557_032, (1, 1000)),
     "nasnet_a": (5_289_978, (1, 1000)),
     "randwire": (62_566_821, (1, 1000)),  # C=154, graph seeds 0-3: ours, no exact published figure

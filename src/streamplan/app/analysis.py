@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.cost.bound import latency_bound
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import StreamplanError
@@ -89,6 +90,14 @@ class PolicyRow:
     memory: MemoryReport | None = None
     error: str | None = None
     breakdown: MemoryBreakdown | None = None
+    bound_ms: float | None = None  # no schedule of this graph is faster, under the same cost model
+
+    @property
+    def bound_ratio(self) -> float | None:
+        """Makespan over the latency bound (1.0: as fast as any schedule can be)."""
+        if self.makespan_ms is None or not self.bound_ms:
+            return None
+        return self.makespan_ms / self.bound_ms
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -97,6 +106,8 @@ class PolicyRow:
             "events": self.events,
             "waits": self.waits,
             "makespan_ms": self.makespan_ms,
+            "bound_ms": self.bound_ms,
+            "bound_ratio": self.bound_ratio,
             "speedup": self.speedup,
             "search_time_s": self.search_time_s,
             "memory": None if self.memory is None else self.memory.to_dict(),
@@ -121,9 +132,11 @@ def compare_policies(
     then one row per saved schedule in ``schedules`` (``(label, schedule)`` pairs).
 
     A policy that fails on this graph (a search that cannot handle it, say) gives a row
-    with ``error`` set instead of aborting the whole comparison.
+    with ``error`` set instead of aborting the whole comparison. Every row carries the
+    latency bound (``cost.bound.latency_bound``): no schedule of the graph is faster.
     """
     ctx = ctx or DEFAULT_CONTEXT
+    bound_ms = latency_bound(graph, ctx.cost).bound_ms
     rows: list[PolicyRow] = []
     baseline_ms: float | None = None
     ordered = (
@@ -136,17 +149,24 @@ def compare_policies(
         except StreamplanError as e:
             rows.append(
                 PolicyRow(
-                    policy=policy, search_time_s=time.perf_counter() - t0, error=e.short().splitlines()[0]
+                    policy=policy,
+                    search_time_s=time.perf_counter() - t0,
+                    error=e.short().splitlines()[0],
+                    bound_ms=bound_ms,
                 )
             )
             continue
         if policy == BASELINE_POLICY:
             baseline_ms = run.timeline.makespan_ms
-        rows.append(_row(graph, policy, run, ctx, memory, includes, baseline_ms, time.perf_counter() - t0))
+        rows.append(
+            _row(graph, policy, run, ctx, memory, includes, baseline_ms, time.perf_counter() - t0, bound_ms)
+        )
     for label, schedule in schedules:
         t0 = time.perf_counter()
         run = run_schedule(graph, schedule, ctx)
-        rows.append(_row(graph, label, run, ctx, memory, includes, baseline_ms, time.perf_counter() - t0))
+        rows.append(
+            _row(graph, label, run, ctx, memory, includes, baseline_ms, time.perf_counter() - t0, bound_ms)
+        )
     return rows
 
 
@@ -159,6 +179,7 @@ def _row(
     includes: MemoryOptions,
     baseline_ms: float | None,
     elapsed_s: float,
+    bound_ms: float | None,
 ) -> PolicyRow:
     sched, timeline = run.schedule, run.timeline
     report = breakdown = None
@@ -186,6 +207,7 @@ def _row(
         search_time_s=_seconds(sched.meta.get("search_time_s"), elapsed_s),
         memory=report,
         breakdown=breakdown,
+        bound_ms=bound_ms,
     )
 
 

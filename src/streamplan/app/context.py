@@ -10,27 +10,30 @@ from streamplan.progress import ProgressFn, no_progress
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
 
 
-def cost_model(device: str = "v100", measured: str | None = None) -> CostModel:
-    """The analytic model of ``device``, or a measured table (a path) over it."""
+def cost_model(device: str = "v100", measured: str | None = None, *, cuda_graphs: bool = False) -> CostModel:
+    """The analytic model of ``device``, or a measured table (a path) over it; with
+    ``cuda_graphs``, the schedule replayed as one captured CUDA graph."""
     if measured:
-        return MeasuredCostModel(measured, fallback=device)
-    return AnalyticCostModel(device)
+        return MeasuredCostModel(measured, fallback=AnalyticCostModel(device, cuda_graphs=cuda_graphs))
+    return AnalyticCostModel(device, cuda_graphs=cuda_graphs)
 
 
 def make_context(
     *,
     device: str = "v100",
     measured: str | None = None,
+    cuda_graphs: bool = False,
     max_streams: int = 8,
     budget: MemoryBudget | None = None,
     time_limit_s: float = 10.0,
     seed: int = 0,
     progress: ProgressFn = no_progress,
 ) -> ScheduleContext:
-    """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it."""
+    """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it (with
+    ``cuda_graphs``: the schedule replayed as one CUDA graph)."""
     return ScheduleContext(
         max_streams=max_streams,
-        cost=cost_model(device, measured),
+        cost=cost_model(device, measured, cuda_graphs=cuda_graphs),
         budget=budget,
         time_limit_s=time_limit_s,
         seed=seed,

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
+from streamplan.cost.bound import LatencyBound, latency_bound
+from streamplan.cost.opcost import AnalyticCostModel
+from streamplan.cost.simulate import critical_path_ms, simulate
+from streamplan.ir.analysis import max_parallelism
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
@@ -16,6 +20,9 @@ from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import simulated_memory
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
+from streamplan.schedule.registry import BASELINE_POLICY
+
+LITTLE_GAIN = 1.15  # "no schedule beats sequential by more than a few percent" below this bound
 
 
 @dataclass(frozen=True)
@@ -37,17 +44,91 @@ class SimulatedNote:
 
 
 @dataclass(frozen=True)
+class GraphsAlternative:
+    """The same schedules simulated as one CUDA graph on the same device profile."""
+
+    sequential_ms: float
+    policy_ms: float
+    bound_ms: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"sequential_ms": self.sequential_ms, "policy_ms": self.policy_ms, "bound_ms": self.bound_ms}
+
+
+@dataclass(frozen=True)
+class LatencyNote:
+    """Why a schedule is (or is not) faster than sequential, with the numbers behind it.
+
+    ``bound`` holds for every schedule under the context's cost model, so
+    ``max_speedup`` (sequential over the bound) is the most any schedule can gain.
+    """
+
+    device: str
+    cuda_graphs: bool
+    policy: str
+    sequential_ms: float
+    policy_ms: float
+    events: int
+    bound: LatencyBound
+    launch_per_kernel_ms: float
+    max_width: int
+    width_exact: bool
+    critical_path_ms: float  # longest dependency chain of op times alone (no launches)
+    graphs: GraphsAlternative | None  # with CUDA graphs, when not simulated with them already
+
+    @property
+    def max_speedup(self) -> float:
+        return self.sequential_ms / self.bound.bound_ms if self.bound.bound_ms > 0 else 1.0
+
+    @property
+    def speedup(self) -> float:
+        return self.sequential_ms / self.policy_ms if self.policy_ms > 0 else 1.0
+
+    @property
+    def launch_bound(self) -> bool:
+        """The host's launches take most of what one stream spends on the device."""
+        return not self.cuda_graphs and self.bound.launch_total_ms >= 0.8 * self.bound.kernel_ms
+
+    @property
+    def little_to_gain(self) -> bool:
+        """No schedule can beat sequential by more than a few percent (or none found does)."""
+        return self.max_speedup < LITTLE_GAIN or self.speedup < 1.0 + (LITTLE_GAIN - 1.0) / 3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "cuda_graphs": self.cuda_graphs,
+            "policy": self.policy,
+            "sequential_ms": self.sequential_ms,
+            "policy_ms": self.policy_ms,
+            "speedup": self.speedup,
+            "bound": self.bound.to_dict(),
+            "max_speedup": self.max_speedup,
+            "launch_bound": self.launch_bound,
+            "launch_per_kernel_ms": self.launch_per_kernel_ms,
+            "max_parallel_ops": self.max_width,
+            "critical_path_ms": self.critical_path_ms,
+            "critical_path_fraction": self.critical_path_ms / self.bound.kernel_ms
+            if self.bound.kernel_ms
+            else 1.0,
+            "little_to_gain": self.little_to_gain,
+            "with_cuda_graphs": None if self.graphs is None else self.graphs.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class ExplainResult:
     """The peaks of one schedule explained (``explanation``), or compared with another's
-    (``comparison``, whose ``other`` explains the chosen schedule), plus notes. For a
-    training step, ``breakdowns`` split each schedule's peaks by category (the compared
-    schedule's first)."""
+    (``comparison``, whose ``other`` explains the chosen schedule), plus notes, and the
+    latency part (``latency``): how close any schedule can get, and why. For a training
+    step, ``breakdowns`` split each schedule's peaks by category (the compared schedule's first)."""
 
     run: PolicyRun
     explanation: PeakExplanation | PeakComparison
     simulated: SimulatedNote
     serial_peak_note: str | None
     breakdowns: tuple[MemoryBreakdown, ...] = ()
+    latency: LatencyNote | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = self.explanation.to_dict()
@@ -55,6 +136,7 @@ class ExplainResult:
         d["serial_peak_note"] = self.serial_peak_note
         if self.breakdowns:
             d["memory_breakdown"] = {b.policy: b.to_dict() for b in self.breakdowns}
+        d["latency"] = None if self.latency is None else self.latency.to_dict()
         return d
 
 
@@ -107,6 +189,41 @@ def explain_run(
         simulated=simulated_note(graph, run, ctx.cost.device_name, report=report),
         serial_peak_note=serial_peak_note(graph, s, report=report),
         breakdowns=breakdowns,
+        latency=latency_note(graph, run, ctx),
+    )
+
+
+def latency_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> LatencyNote:
+    """The latency part of ``explain``: the bound any schedule obeys, where it comes from
+    (host launches, the dependency chain, the device's capacity), the graph's parallelism,
+    and what CUDA graphs would change on the same profile."""
+    ctx.progress("explaining the latency", None, None)
+    cost = ctx.cost
+    seq = run_policy(graph, BASELINE_POLICY, ctx)
+    bound = latency_bound(graph, cost)
+    width = max_parallelism(graph)
+    kernels = max(1, bound.kernels)
+    graphs = None
+    if not ctx.cuda_graphs and isinstance(cost, AnalyticCostModel) and cost.device.has_cuda_graphs:
+        with_graphs = AnalyticCostModel(cost.device, cuda_graphs=True)
+        graphs = GraphsAlternative(
+            sequential_ms=simulate(graph, seq.schedule, with_graphs).makespan_ms,
+            policy_ms=simulate(graph, run.schedule, with_graphs).makespan_ms,
+            bound_ms=latency_bound(graph, with_graphs).bound_ms,
+        )
+    return LatencyNote(
+        device=cost.device_name,
+        cuda_graphs=ctx.cuda_graphs,
+        policy=run.policy,
+        sequential_ms=seq.makespan_ms,
+        policy_ms=run.makespan_ms,
+        events=run.schedule.num_events,
+        bound=bound,
+        launch_per_kernel_ms=(bound.launch_total_ms / kernels) if not ctx.cuda_graphs else 0.0,
+        max_width=width.width,
+        width_exact=width.exact,
+        critical_path_ms=critical_path_ms(graph, cost),
+        graphs=graphs,
     )
 
 

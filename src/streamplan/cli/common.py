@@ -66,6 +66,19 @@ TrainOpt = typer.Option(
 OptimizerOpt = typer.Option(
     "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
 )
+CudaGraphsOpt = typer.Option(
+    False,
+    "--cuda-graphs",
+    help="simulate the schedule replayed as one CUDA graph (one host launch; per-node device overhead)",
+)
+BudgetOpt = typer.Option(
+    None,
+    "--budget",
+    help="memory budget for --policy budget: bytes, 12MiB, 1.5GiB, or a factor of the sequential peak (1.2x)",
+)
+BudgetFigureOpt = typer.Option(
+    "worst_case", "--budget-figure", help="what the budget bounds: worst_case (over all timings) or arena"
+)
 MeasuredOpt = typer.Option(
     None,
     "--measured",
@@ -165,6 +178,17 @@ def load_schedule(path: str, graph):
             )
         err.print(f"note: {mismatch}; its ops are the same, so it is used as it is", markup=False)
     return s
+
+
+def parse_budget(text: str | None, figure: str = "worst_case", *, policies: tuple[str, ...] = ()):
+    """``--budget`` as a ``MemoryBudget`` (None without one); refused when no budget policy is chosen."""
+    if text is None:
+        return None
+    from streamplan.schedule.context import MemoryBudget
+
+    if policies and "budget" not in policies:
+        raise ModelSpecError("--budget only applies to the budget policy", hint="add --policy budget")
+    return MemoryBudget.parse(text, figure=figure)
 
 
 def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:

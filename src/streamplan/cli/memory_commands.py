@@ -11,6 +11,8 @@ from streamplan.cli.app import app
 from streamplan.cli.common import (
     INTERVAL_NOTE,
     BatchOpt,
+    BudgetOpt,
+    CudaGraphsOpt,
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
@@ -32,6 +34,7 @@ from streamplan.cli.common import (
     load_graph,
     load_schedule,
     out,
+    parse_budget,
     parse_policies,
     write_file,
 )
@@ -89,6 +92,8 @@ def memory_cmd(
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions, run_policy, run_schedule
@@ -97,11 +102,14 @@ def memory_cmd(
     from streamplan.report.views import memory_lines
 
     capacity = _device_memory_bytes(device_memory)
+    limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
         ctx = make_context(
             device=device,
             measured=measured,
+            cuda_graphs=cuda_graphs,
             max_streams=max_streams,
+            budget=limit,
             time_limit_s=time_limit,
             progress=progress,
         )
@@ -151,9 +159,12 @@ def explain(
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Which tensors set the peak, and which concurrency made more of them coexist."""
+    """Which tensors set the peak, which concurrency made more of them coexist, and how close any
+    schedule can get to the latency bound (and why)."""
     from streamplan.app.analysis import run_policy, run_schedule
     from streamplan.app.context import make_context
     from streamplan.app.explain import explain_run
@@ -164,8 +175,16 @@ def explain(
         policy_info(vs)  # an unknown policy fails before the capture
     if not schedule_file:
         policy_info(policy)
+    limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        ctx = make_context(
+            device=device,
+            cuda_graphs=cuda_graphs,
+            max_streams=max_streams,
+            budget=limit,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
@@ -179,7 +198,7 @@ def explain(
         emit_json(result.to_dict())
         return
     for line in explain_lines(result):
-        out.print(line, markup=False)
+        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -200,6 +219,8 @@ def plot(
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
@@ -215,8 +236,16 @@ def plot(
         )
     check_file(output, force=force, protected=(model, *(schedule_files or ())))
     names = parse_policies(policies, default="sequential" if schedule_files else "sequential,asap")
+    limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        ctx = make_context(
+            device=device,
+            cuda_graphs=cuda_graphs,
+            max_streams=max_streams,
+            budget=limit,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = [load_schedule(f, g) for f in schedule_files or ()]
         curves = memory_curves(g, names, ctx)

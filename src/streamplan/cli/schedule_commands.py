@@ -9,6 +9,9 @@ from streamplan.cli.common import (
     DEFAULT_POLICIES,
     INTERVAL_NOTE,
     BatchOpt,
+    BudgetFigureOpt,
+    BudgetOpt,
+    CudaGraphsOpt,
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
@@ -30,6 +33,7 @@ from streamplan.cli.common import (
     load_graph,
     load_schedule,
     out,
+    parse_budget,
     parse_policies,
     write_file,
 )
@@ -50,6 +54,9 @@ def schedule(
     ),
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
+    budget_figure: str = BudgetFigureOpt,
     force: bool = ForceOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
@@ -62,8 +69,16 @@ def schedule(
     policy_info(policy)  # an unknown policy fails before the capture
     if output:
         check_file(output, force=force, protected=(model,))
+    limit = parse_budget(budget, budget_figure, policies=(policy,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        ctx = make_context(
+            device=device,
+            cuda_graphs=cuda_graphs,
+            max_streams=max_streams,
+            budget=limit,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         progress(f"{policy}: scheduling", None, None)
         s = make_schedule(g, policy, ctx)
@@ -133,6 +148,8 @@ def simulate(
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
@@ -142,11 +159,14 @@ def simulate(
 
     if trace:
         check_file(trace, force=force, protected=(model,))
+    limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
         ctx = make_context(
             device=device,
             measured=measured,
+            cuda_graphs=cuda_graphs,
             max_streams=max_streams,
+            budget=limit,
             time_limit_s=time_limit,
             progress=progress,
         )
@@ -169,6 +189,7 @@ def simulate(
         "model": g.name,
         "policy": s.policy,
         "device": device,
+        "cuda_graphs": cuda_graphs,
         "streams": s.num_streams,
         "events": s.num_events,
         "makespan_ms": tl.makespan_ms,
@@ -180,7 +201,7 @@ def simulate(
         emit_json(result)
         return
     out.print(
-        f"{g.name} / {s.policy} on {device}: makespan {fmt_ms(tl.makespan_ms)}, "
+        f"{g.name} / {s.policy} on {device}{' (CUDA graph)' if cuda_graphs else ''}: makespan {fmt_ms(tl.makespan_ms)}, "
         f"{s.num_streams} streams, {s.num_events} events"
     )
     for k, v in sorted(tl.stream_busy_ms.items()):
@@ -233,6 +254,8 @@ def compare(
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    cuda_graphs: bool = CudaGraphsOpt,
+    budget: str | None = BudgetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions, compare_policies
@@ -241,8 +264,16 @@ def compare(
 
     names = parse_policies(policies, default="sequential" if schedule_files else DEFAULT_POLICIES)
     includes = MemoryOptions(include_inputs, include_params)
+    limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, time_limit_s=time_limit, progress=progress)
+        ctx = make_context(
+            device=device,
+            cuda_graphs=cuda_graphs,
+            max_streams=max_streams,
+            budget=limit,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
         rows = compare_policies(g, names, ctx, memory=memory, includes=includes, schedules=saved)
@@ -258,13 +289,18 @@ def compare(
                 "device": device,
                 "batch": g.meta.get("batch"),  # what the graph was built at (null: unknown)
                 "train": g.is_training,
+                "cuda_graphs": cuda_graphs,
                 "memory_includes": includes.describe(),
                 "rows": [r.to_dict() for r in rows],
                 **({"training_peak": answer.to_dict()} if answer is not None else {}),
             }
         )
         return
-    out.print(compare_table(g, rows, device, memory, includes.describe()))
+    out.print(
+        compare_table(
+            g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.describe()
+        )
+    )
     for r in rows:
         if r.error:
             out.print(f"{r.policy}: {r.error}", markup=False)

@@ -1,5 +1,6 @@
 """Cost model and simulator: device profiles, op costs, measured tables, the event simulator."""
 
+from streamplan.cost.bound import LatencyBound, latency_bound
 from streamplan.cost.devices import DEVICES, DeviceProfile, device_names, get_device
 from streamplan.cost.measured import MeasuredCostModel, MeasuredTable, op_signature
 from streamplan.cost.opcost import (
@@ -20,6 +21,7 @@ __all__ = [
     "DeviceFacts",
     "DeviceProfile",
     "FakeCostModel",
+    "LatencyBound",
     "MeasuredCostModel",
     "MeasuredTable",
     "OpSpan",
@@ -28,6 +30,7 @@ __all__ = [
     "device_names",
     "get_device",
     "is_view_op",
+    "latency_bound",
     "op_costs",
     "op_signature",
     "resolve_cost",

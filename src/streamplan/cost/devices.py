@@ -15,6 +15,14 @@ precision class to FLOP/s:
 The efficiency factors, per-launch host overhead, per-kernel fixed time and the
 resident blocks per SM are calibration constants shared by every model (never
 tuned per model); ``bench/calibrate_ios.py`` checks them against IOS's V100 figures.
+
+The CUDA-graph constants (``graph_launch_ms``, ``graph_node_ms``, ``graph_edge_ms``) say
+what changes when the whole schedule is captured into one CUDA graph and replayed:
+the host pays one graph launch instead of one launch per kernel (and no event calls),
+each kernel node pays a small device-side overhead instead of the stream launch's
+fixed time, and a dependency between nodes on
+different streams costs device latency instead of host calls. Their sources are in
+``docs/simulator.md``. The CPU profile has none (``graph_launch_ms`` is None).
 """
 
 from __future__ import annotations
@@ -50,6 +58,14 @@ class DeviceProfile:
     event_record_ms: float = 0.0  # host time to record an event after an op others wait for
     event_wait_ms: float = 0.0  # host time per cross-stream wait issued before an op
     event_resume_ms: float = 0.0  # device latency before a stream resumes after a cross-stream wait
+    graph_launch_ms: float | None = None  # host time of one CUDA graph launch (None: no CUDA graphs)
+    graph_node_ms: float = 0.0  # fixed device time of a kernel node in a CUDA graph (for kernel_fixed_ms)
+    graph_edge_ms: float = 0.0  # device latency of a graph edge between nodes on different streams
+
+    @property
+    def has_cuda_graphs(self) -> bool:
+        """True when the profile describes CUDA-graph replay (GPUs; not the CPU runtime)."""
+        return self.graph_launch_ms is not None
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""
@@ -70,6 +86,14 @@ _GPU_KERNEL_FIXED_MS = 0.003
 # stream released by another stream's event starts its next kernel a few microseconds later.
 _GPU_EVENTS = {"event_record_ms": 0.0015, "event_wait_ms": 0.0015, "event_resume_ms": 0.003}
 
+# CUDA-graph replay (sources in docs/simulator.md): one cudaGraphLaunch costs the host a few
+# microseconds whatever the graph's size (3.5 us of CPU time for an 80-kernel graph in CUDA.jl's
+# measurements); inside the graph a kernel node's fixed device time is about 1 us instead of the
+# stream launch's kernel_fixed_ms (CUDA.jl: 80 small kernels replayed in 70 us; NVIDIA's "Getting
+# Started with CUDA Graphs": 0.5 us per node beyond the kernel's own 2.9 us); an edge between nodes
+# on different streams is resolved on the device (assumed 1 us: no published figure found).
+_GPU_GRAPHS = {"graph_launch_ms": 0.0035, "graph_node_ms": 0.001, "graph_edge_ms": 0.001}
+
 DEVICES: dict[str, DeviceProfile] = {
     "v100": DeviceProfile(
         "v100",
@@ -80,6 +104,7 @@ DEVICES: dict[str, DeviceProfile] = {
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
         **_GPU_EVENTS,
+        **_GPU_GRAPHS,
     ),
     "a100": DeviceProfile(
         "a100",
@@ -96,6 +121,7 @@ DEVICES: dict[str, DeviceProfile] = {
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
         **_GPU_EVENTS,
+        **_GPU_GRAPHS,
         conv_tf32=True,
     ),
     "h100": DeviceProfile(
@@ -113,6 +139,7 @@ DEVICES: dict[str, DeviceProfile] = {
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
         **_GPU_EVENTS,
+        **_GPU_GRAPHS,
         conv_tf32=True,
     ),
     "h200": DeviceProfile(
@@ -130,6 +157,7 @@ DEVICES: dict[str, DeviceProfile] = {
         launch_overhead_ms=_GPU_LAUNCH_MS,
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
         **_GPU_EVENTS,
+        **_GPU_GRAPHS,
         conv_tf32=True,
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from streamplan.cost.devices import DeviceProfile
-from streamplan.cost.opcost import CostModel, DeviceFacts, resolve_cost
+from streamplan.cost.opcost import AnalyticCostModel, CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import FileFormatError
 from streamplan.ir.graph import Graph, Node
@@ -137,20 +137,25 @@ class MeasuredCostModel(CostModel):
     """Measured times where the table has the op's signature, ``fallback`` otherwise.
 
     Occupancy and launch overhead always come from the fallback (a table of
-    standalone latencies says nothing about how much of the device an op fills).
+    standalone latencies says nothing about how much of the device an op fills), and
+    so does CUDA-graph mode: over ``AnalyticCostModel(device, cuda_graphs=True)`` a
+    measured kernel (timed on a stream) pays the graph's per-node overhead instead of
+    the stream launch's fixed time.
     """
 
     def __init__(
         self,
         table: MeasuredTable | Mapping[str, float] | str | Path,
         fallback: CostModel | str | DeviceProfile | None = None,
+        *,
+        cuda_graphs: bool = False,
     ):
         if isinstance(table, (str, Path)):
             table = MeasuredTable.load(table)
         elif not isinstance(table, MeasuredTable):
             table = MeasuredTable("", {str(k): float(v) for k, v in table.items()})
         self.table = table
-        self.fallback = resolve_cost(fallback, default=table.device or "v100")
+        self.fallback = resolve_cost(fallback, default=table.device or "v100", cuda_graphs=cuda_graphs)
         self.device_name = table.device or self.fallback.device_name
         self.hits = 0
         self.misses = 0
@@ -165,6 +170,11 @@ class MeasuredCostModel(CostModel):
             self.misses += 1
             return self.fallback.op_time_ms(graph, node)
         self.hits += 1
+        fb = self.fallback
+        if t > 0 and isinstance(fb, AnalyticCostModel) and fb.cuda_graphs and fb.is_kernel(graph, node):
+            # the table timed the kernel launched on a stream: swap that launch's fixed time for the node's
+            d = fb.device
+            return max(t - d.kernel_fixed_ms, 0.0) + d.graph_node_ms
         return t
 
     def occupancy(self, graph: Graph, node: Node) -> float:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from streamplan.cost.devices import DeviceProfile, get_device
+from streamplan.errors import ModelSpecError
 from streamplan.ir.dtypes import numel
 from streamplan.ir.graph import Graph, Node
 
@@ -112,15 +113,33 @@ def is_view_op(graph: Graph, node: Node) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class DeviceFacts:
-    """What the simulator needs to know about a device beyond the ops' own costs."""
+    """What the simulator needs to know about a device beyond the ops' own costs.
+
+    With ``cuda_graphs`` the schedule is replayed as one captured CUDA graph: the host
+    pays ``graph_launch_ms`` once (the ops' own launch costs are zero), records and
+    waits cost the host nothing, and ``event_resume_ms`` is the device latency of a
+    graph edge between streams. ``graph_node_ms`` (already inside the ops' times, in
+    place of the stream launch's fixed time) is carried for reports.
+    """
 
     max_queues: int | None = None  # hardware work queues; None: one per stream
     event_record_ms: float = 0.0  # host time to record an event after an op others wait for
     event_wait_ms: float = 0.0  # host time per cross-stream wait issued before an op
     event_resume_ms: float = 0.0  # device latency before a stream resumes after a cross-stream wait
+    cuda_graphs: bool = False  # the schedule runs as one captured CUDA graph
+    graph_launch_ms: float = 0.0  # host time of the one graph launch (with cuda_graphs)
+    graph_node_ms: float = 0.0  # fixed device time of a kernel node in a graph (with cuda_graphs)
 
     @staticmethod
-    def of(device: DeviceProfile) -> DeviceFacts:
+    def of(device: DeviceProfile, cuda_graphs: bool = False) -> DeviceFacts:
+        if cuda_graphs:
+            return DeviceFacts(
+                max_queues=device.max_queues,
+                event_resume_ms=device.graph_edge_ms,
+                cuda_graphs=True,
+                graph_launch_ms=device.graph_launch_ms or 0.0,
+                graph_node_ms=device.graph_node_ms,
+            )
         return DeviceFacts(
             max_queues=device.max_queues,
             event_record_ms=device.event_record_ms,
@@ -157,15 +176,27 @@ class CostModel(ABC):
 
 
 class AnalyticCostModel(CostModel):
-    """Roofline + fixed kernel time + wave quantisation, from a ``DeviceProfile``."""
+    """Roofline + fixed kernel time + wave quantisation, from a ``DeviceProfile``.
 
-    def __init__(self, device: str | DeviceProfile = "v100"):
+    ``cuda_graphs=True`` models the schedule replayed as one CUDA graph: every kernel
+    pays the profile's per-node device overhead (``graph_node_ms``) instead of the
+    stream launch's ``kernel_fixed_ms``, and launches cost the host nothing (the one
+    graph launch is in ``device_facts``).
+    """
+
+    def __init__(self, device: str | DeviceProfile = "v100", *, cuda_graphs: bool = False):
         self.device = get_device(device)
         self.device_name = self.device.name
+        if cuda_graphs and not self.device.has_cuda_graphs:
+            raise ModelSpecError(
+                f"the {self.device.name} profile has no CUDA graphs",
+                hint="CUDA graphs need a GPU profile (v100, a100, h100, h200)",
+            )
+        self.cuda_graphs = bool(cuda_graphs)
 
     @property
     def device_facts(self) -> DeviceFacts:
-        return DeviceFacts.of(self.device)
+        return DeviceFacts.of(self.device, self.cuda_graphs)
 
     # -- interface ----------------------------------------------------------
     def op_time_ms(self, graph: Graph, node: Node) -> float:
@@ -181,7 +212,10 @@ class AnalyticCostModel(CostModel):
         # Libraries pick tile sizes that balance big problems over the SMs, so only a
         # launch with fewer blocks than slots loses peak (an op that fills 10% gets 10%).
         utilisation = min(d.max_op_fraction, blocks / slots)
-        return d.kernel_fixed_ms + 1e3 * max(compute_s, memory_s) / utilisation
+        # In a CUDA graph a kernel node's fixed device time is the graph's per-node overhead: the
+        # stream-launch latency the profile's kernel_fixed_ms includes is what the graph removes.
+        fixed_ms = d.graph_node_ms if self.cuda_graphs else d.kernel_fixed_ms
+        return fixed_ms + 1e3 * max(compute_s, memory_s) / utilisation
 
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
@@ -190,7 +224,9 @@ class AnalyticCostModel(CostModel):
         return min(self.device.max_op_fraction, blocks / slots)
 
     def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
-        return 0.0 if is_view_op(graph, node) else self.device.launch_overhead_ms
+        if self.cuda_graphs or is_view_op(graph, node):
+            return 0.0  # in a CUDA graph the host launches the graph, not the kernel
+        return self.device.launch_overhead_ms
 
     # -- internals ----------------------------------------------------------
     def _precision(self, graph: Graph, node: Node, gemm: bool) -> str:
@@ -255,11 +291,16 @@ class FakeCostModel(CostModel):
         return True
 
 
-def resolve_cost(cost: CostModel | str | DeviceProfile | None, default: str = "v100") -> CostModel:
-    """A cost model from a model, a device name/profile, or None (the default device)."""
+def resolve_cost(
+    cost: CostModel | str | DeviceProfile | None, default: str = "v100", *, cuda_graphs: bool = False
+) -> CostModel:
+    """A cost model from a model, a device name/profile, or None (the default device).
+
+    ``cuda_graphs`` applies to a name or profile (a ``CostModel`` already says whether it
+    replays a CUDA graph)."""
     if isinstance(cost, CostModel):
         return cost
-    return AnalyticCostModel(cost if cost is not None else default)
+    return AnalyticCostModel(cost if cost is not None else default, cuda_graphs=cuda_graphs)
 
 
 def _dtype_of(graph: Graph, node: Node) -> str:

@@ -8,6 +8,9 @@ Semantics (``docs/simulator.md``):
   device's hardware queues (8 by default) share a queue and so serialise in issue
   order, as CUDA's connections do;
 - a wait blocks its stream until the op it names has finished;
+- with CUDA graphs (``DeviceFacts.cuda_graphs``) the host issues one graph launch
+  before anything runs and nothing per op; cross-stream waits are graph edges with
+  a device-side latency (the ops' per-node overhead is in their times);
 - ops running at once share the device by processor sharing: an op with standalone
   time T progresses at ``min(1, 1/S) / T`` per ms, where S is the sum of the
   occupancies of the running ops. Because every running op has the same factor, a
@@ -110,6 +113,8 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
     for w in schedule.waits:
         waits[index[w.before]].append(index[w.after])
     costs = _with_event_costs(costs, waits, facts)
+    if facts.cuda_graphs and costs.launch_ms:
+        costs = _with_graph_launch(costs, facts.graph_launch_ms)
     launch_done, start, end = run_events(costs, queue, waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
@@ -130,6 +135,7 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
         "queues": len(set(queue)),
         "sum_op_ms": sum(costs.time_ms),
         "launch_ms": sum(costs.launch_ms),
+        "cuda_graphs": facts.cuda_graphs,
     }
     return Timeline(spans, makespan, busy, model.device_name, meta)
 
@@ -149,6 +155,13 @@ def _with_event_costs(costs: OpCosts, waits: Sequence[Sequence[int]], facts: Dev
             if times[i] > 0:
                 times[i] += resume
     return OpCosts(tuple(times), costs.occupancy, tuple(launch))
+
+
+def _with_graph_launch(costs: OpCosts, graph_launch_ms: float) -> OpCosts:
+    """The one graph launch comes before the first op can start (the host issues nothing else)."""
+    launch = list(costs.launch_ms)
+    launch[0] += graph_launch_ms
+    return OpCosts(costs.time_ms, costs.occupancy, tuple(launch))
 
 
 def run_events(

@@ -13,7 +13,9 @@ Otherwise CP-SAT maximises over (F, D) exactly; when it stops at its time limit,
 or the graph is larger than ``max_exact_ops``, the answer is the proven interval
 [best witness, best proven upper bound] with ``exact=False``. Upper bounds: the
 solver's bound, a caller's bound (the static arena size is one: every live set is
-a set of pairwise co-live storages), and the total of all counted bytes.
+a set of pairwise co-live storages), the launch-order position bound
+(``memory.position_bound``, up to ``POSITION_BOUND_MAX_OPS`` ops), and the total of
+all counted bytes.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from streamplan.progress import ProgressFn, no_progress
 DEFAULT_TIME_LIMIT_S = 10.0
 MAX_EXACT_OPS = 20000
 RANDOM_TIMINGS = 4
+POSITION_BOUND_MAX_OPS = 20000  # the position bound costs O(ops x live storages)
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,14 @@ def worst_case_peak(
             best = cand
     total = sum(life.nbytes for life in live.lives)
     upper = min(total, upper_bound_bytes) if upper_bound_bytes is not None else total
+    if 1 < schedule.num_streams and len(order) <= POSITION_BOUND_MAX_OPS and best.live_bytes < upper:
+        from streamplan.memory.position_bound import position_bound
+
+        inc = live.includes
+        upper = min(
+            upper,
+            position_bound(graph, schedule, include_inputs=inc.inputs, include_params=inc.params).peak_bytes,
+        )
     if schedule.num_streams <= 1 or best.live_bytes >= upper:
         method = "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
         return _result(live, best, best.live_bytes, True, method)

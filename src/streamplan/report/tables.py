@@ -27,19 +27,27 @@ def _worst(mem: MemoryReport) -> str:
 def latency_table(graph: Graph, rows: Sequence[PolicyRow], device: str) -> Table:
     t = Table(title=f"{graph.name}: schedules simulated on {device}", show_edge=False)
     t.add_column("policy")
-    for col in ("streams", "events", "latency", "speedup", "search"):
+    for col in ("streams", "events", "latency", "speedup", "bound", "x bound", "search"):
         t.add_column(col, justify="right")
     for r in rows:
+        bound = fmt_ms(r.bound_ms) if r.bound_ms is not None else "-"
         if r.error:
-            t.add_row(r.policy, "-", "-", "-", "-", "error")
+            t.add_row(r.policy, "-", "-", "-", "-", bound, "-", "error")
             continue
+        ratio = r.bound_ratio
         t.add_row(
             r.policy,
             str(r.streams),
             str(r.events),
             fmt_ms(r.makespan_ms),
             f"{r.speedup:.2f}x" if r.speedup else "-",
+            bound,
+            f"{ratio:.2f}" if ratio is not None else "-",
             f"{r.search_time_s:.2f} s",
+        )
+    if rows and rows[0].bound_ms is not None:
+        t.caption = (
+            "bound: no schedule of this graph is faster under this cost model; x bound = latency / bound"
         )
     return t
 

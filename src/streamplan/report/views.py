@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamplan.app.explain import ExplainResult
+from streamplan.app.explain import LITTLE_GAIN, ExplainResult, LatencyNote
 from streamplan.app.memory import MemoryAnalysis
 from streamplan.app.run import RunReport
 from streamplan.app.training import TrainingAnswer
@@ -82,6 +82,73 @@ def explain_lines(e: ExplainResult) -> list[str]:
     for i, b in enumerate(e.breakdowns):
         lines.append("")
         lines.extend(b.lines(totals=i == 0))
+    if e.latency is not None:
+        lines.append("")
+        lines.extend(latency_lines(e.latency))
+    return lines
+
+
+def latency_lines(n: LatencyNote) -> list[str]:
+    """The latency part of ``explain``: the bound, why it sits where it does, what would move it."""
+    us = 1000.0
+    b = n.bound
+    mode = "as one CUDA graph" if n.cuda_graphs else "launching kernel by kernel (no CUDA graphs)"
+    head = (
+        f"latency on {n.device}, {mode}: sequential {fmt_ms(n.sequential_ms)}, {n.policy} {fmt_ms(n.policy_ms)} "
+        f"({n.speedup:.2f}x). No schedule can take less than {fmt_ms(b.bound_ms)} ({b.binding} bound), "
+        f"so none beats sequential by more than {100 * (n.max_speedup - 1):.0f}%."
+    )
+    lines = [head]
+    if n.max_speedup < LITTLE_GAIN:
+        lines.append("  why no schedule can gain much:")
+    elif n.little_to_gain:
+        lines.append(f"  why {n.policy} gains little here:")
+    else:
+        lines.append("  where the time goes:")
+    if n.launch_bound:
+        lines.append(
+            f"  - launch-bound: the host needs {fmt_ms(b.launch_total_ms)} to issue the {b.kernels} kernel launches "
+            f"({n.launch_per_kernel_ms * us:.1f} us each), {100 * b.launch_total_ms / max(n.sequential_ms, 1e-12):.0f}% "
+            f"of the sequential time, while the kernels take {fmt_ms(b.kernel_ms)} on one stream "
+            f"({b.kernel_ms / max(b.kernels, 1) * us:.1f} us each on average): streams can only hide the "
+            f"{fmt_ms(max(b.kernel_ms - b.launch_total_ms, 0.0))} by which kernel time exceeds launch time, and "
+            f"every cross-stream wait costs the host more ({n.policy}: {n.events} events)."
+        )
+    else:
+        lines.append(
+            f"  - kernels take {fmt_ms(b.kernel_ms)} of device time on one stream against "
+            f"{fmt_ms(b.launch_total_ms)} of host launches: the device, not the host, sets the pace."
+        )
+    width = f"{n.max_width}" if n.width_exact else f"at least {n.max_width}"
+    if n.max_width <= 1:
+        lines.append(
+            "  - no parallel branches: every op depends on the one before it, one stream is optimal."
+        )
+    else:
+        lines.append(f"  - parallel branches: up to {width} ops are mutually independent.")
+    frac = n.critical_path_ms / b.kernel_ms if b.kernel_ms else 1.0
+    lines.append(
+        f"  - the longest dependency chain alone takes {fmt_ms(n.critical_path_ms)}, {100 * frac:.0f}% of all "
+        f"kernel time{': most of the work is on it' if frac >= 0.6 else ''}; the device's capacity alone "
+        f"allows {fmt_ms(b.device_work_ms)}."
+    )
+    helps = []
+    if n.graphs is not None:
+        g = n.graphs
+        helps.append(
+            f"CUDA graphs (the host launches the whole schedule once): sequential {fmt_ms(g.sequential_ms)}, "
+            f"{n.policy} {fmt_ms(g.policy_ms)} ({g.sequential_ms / max(g.policy_ms, 1e-12):.2f}x over a "
+            f"sequential graph), bound {fmt_ms(g.bound_ms)}"
+        )
+    if n.launch_bound:
+        ratio = n.launch_per_kernel_ms / max(b.kernel_ms / max(b.kernels, 1), 1e-12)
+        helps.append(
+            f"a larger batch: kernels now average {b.kernel_ms / max(b.kernels, 1) * us:.1f} us against "
+            f"{n.launch_per_kernel_ms * us:.1f} us of launch; once they run several times longer than a launch "
+            f"(now {1 / max(ratio, 1e-12):.1f}x), queued branches overlap"
+        )
+    if helps:
+        lines.append("  what would help: " + "; ".join(helps) + ".")
     return lines
 
 

@@ -10,13 +10,14 @@ time limit for searches, a seed, a progress callback, and the policy's own tunab
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, resolve_cost
-from streamplan.errors import ScheduleError
+from streamplan.errors import BudgetError, ScheduleError
 from streamplan.ir.frozen import FrozenDict, freeze
 from streamplan.progress import ProgressFn, no_progress
 
@@ -24,27 +25,81 @@ BudgetFigure = Literal["worst_case", "arena"]
 BUDGET_FIGURES: tuple[str, ...] = ("worst_case", "arena")
 
 
+_UNITS = {
+    "b": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+}
+_BUDGET_TEXT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryBudget:
     """At most ``limit_bytes`` of the memory figure ``figure`` (default: the worst case over all timings).
 
-    ``includes_inputs``/``includes_params`` say which storages the figure counts
-    besides activations, as in the memory analyses.
+    Either ``limit_bytes`` or ``factor`` is given: a factor is a multiple of the
+    figure's value for the sequential schedule (one stream, graph order) of the graph
+    being scheduled, resolved with ``limit_for``. ``includes_inputs``/``includes_params``
+    say which storages the figure counts besides activations, as in the memory
+    analyses. ``MemoryBudget.parse("12MiB")`` reads what a user types.
     """
 
-    limit_bytes: int
+    limit_bytes: int | None = None
     figure: BudgetFigure = "worst_case"
     includes_inputs: bool = False
     includes_params: bool = False
+    factor: float | None = None
 
     def __post_init__(self) -> None:
-        b = self.limit_bytes
-        if isinstance(b, bool) or not isinstance(b, int) or b < 0:
-            raise ScheduleError(f"a memory budget is a number of bytes >= 0, got {b!r}")
+        b, f = self.limit_bytes, self.factor
+        if (b is None) == (f is None):
+            raise BudgetError(
+                "a memory budget is a number of bytes or a factor of the sequential peak, not both"
+            )
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int) or b < 0):
+            raise BudgetError(f"a memory budget is a number of bytes >= 0, got {b!r}")
+        if f is not None and (isinstance(f, bool) or not isinstance(f, (int, float)) or not f > 0):
+            raise BudgetError(f"a budget factor is a number > 0, got {f!r}")
         if self.figure not in BUDGET_FIGURES:
-            raise ScheduleError(
+            raise BudgetError(
                 f"unknown budgeted figure {self.figure!r}", hint=f"use one of {', '.join(BUDGET_FIGURES)}"
             )
+
+    @staticmethod
+    def parse(text: str, **fields: Any) -> MemoryBudget:
+        """``"12MiB"``, ``"1.5 GiB"``, ``"4096"`` (bytes), ``"800MB"`` (decimal units) or ``"1.2x"``
+        (a factor of the sequential peak); ``fields`` set the other attributes."""
+        m = _BUDGET_TEXT.match(str(text))
+        unit = m.group(2).lower() if m else ""
+        if m is None or (unit not in _UNITS and unit not in ("", "x")):
+            raise BudgetError(
+                f"cannot read the memory budget {text!r}",
+                hint="write bytes (4096), a size with a unit (12MiB, 1.5GiB, 800MB) or a factor of the "
+                "sequential peak (1.2x)",
+            )
+        number = float(m.group(1))
+        if unit == "x":
+            return MemoryBudget(factor=number, **fields)
+        return MemoryBudget(limit_bytes=int(round(number * _UNITS.get(unit, 1))), **fields)
+
+    def limit_for(self, sequential_bytes: int) -> int:
+        """The budget in bytes, given the figure's value for the sequential schedule."""
+        if self.limit_bytes is not None:
+            return self.limit_bytes
+        return int(self.factor * sequential_bytes)  # type: ignore[operator]
+
+    def describe(self) -> str:
+        """What is budgeted, in words (``"the worst-case peak over all timings at most 12.000 MiB"``)."""
+        figure = "the worst-case peak over all timings" if self.figure == "worst_case" else "the static arena"
+        if self.factor is not None:
+            return f"{figure} at most {self.factor:g}x the sequential schedule's"
+        return f"{figure} at most {self.limit_bytes / (1 << 20):.3f} MiB"  # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -83,6 +138,11 @@ class ScheduleContext:
 
     def replace(self, **changes: Any) -> ScheduleContext:
         return dataclasses.replace(self, **changes)
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """True when the cost model replays the schedule as one CUDA graph (it decides, not the context)."""
+        return self.cost.device_facts.cuda_graphs
 
     def option(self, name: str, default: Any) -> Any:
         """The policy option ``name``, or ``default`` when not given."""

@@ -68,6 +68,12 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         "IOS: dynamic program over stages, costed by the simulator",
         frozenset({"r", "s", "block_ops"}),
     ),
+    PolicyInfo(
+        "budget",
+        "streamplan.budget.policy:schedule_budget",
+        "the fastest schedule found whose worst-case peak fits the context's memory budget",
+        frozenset({"solver", "exact_max_ops", "fixed"}),
+    ),
 )
 _BY_NAME: dict[str, PolicyInfo] = {p.name: p for p in _REGISTRY}
 

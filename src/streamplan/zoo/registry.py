@@ -56,6 +56,12 @@ _ENTRIES = [
         "streamplan.zoo.inception:build",
     ),
     ZooModel(
+        "googlenet",
+        "GoogLeNet (Inception v1), 3x224x224, modules 3a-5b, no aux heads, 6.6M params (Opara benchmark)",
+        "torch",
+        "streamplan.zoo.googlenet:build",
+    ),
+    ZooModel(
         "squeezenet",
         "SqueezeNet 1.0 with simple bypass, 3x224x224, 1.25M params (IOS benchmark)",
         "torch",
