@@ -18,6 +18,7 @@ LAYERS = [
     {"cost", "frontends"},
     {"zoo", "models"},
     {"schedule"},
+    {"fusion"},
     {"memory"},
     {"runtime"},
     {"app"},

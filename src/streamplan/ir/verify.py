@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamplan.errors import GraphError
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
+from streamplan.ir.fused import fused_problems, is_fused
 from streamplan.ir.graph import VALUE_KINDS, Graph
 
 
@@ -13,7 +14,8 @@ def verify(graph: Graph) -> Graph:
     Checks: unique node and value ids; every referenced value exists; each value is
     written by at most one node and read only after it is written (the node order is
     topological, so the graph is acyclic); inputs/params are never written; aliases
-    point at an existing storage root; kinds and dtypes are known; outputs exist.
+    point at an existing storage root; kinds and dtypes are known; outputs exist; a
+    fused kernel's parts read only its inputs and each other's outputs and write its outputs.
     """
     seen_nodes: set[str] = set()
     for n in graph.nodes:
@@ -80,6 +82,10 @@ def verify(graph: Graph) -> Graph:
             written[vid] = n.id
             if graph.values[vid].kind in ("input", "param", "buffer"):
                 _fail(graph, n.id, f"node {n.id!r} writes {vid!r} of kind {graph.values[vid].kind}", None)
+        if is_fused(n):
+            problems = fused_problems(n)
+            if problems:
+                _fail(graph, n.id, problems[0], "rebuild the fused graph with streamplan.fusion")
 
     for vid in graph.outputs:
         if vid not in written:

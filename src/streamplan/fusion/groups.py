@@ -1,0 +1,279 @@
+"""Which ops share a kernel: the greedy grouping at the heart of the fusion transform.
+
+Groups start as single ops and are merged, as Inductor's scheduler merges nodes:
+
+1. an inference batch-norm joins the convolution it follows (weights folded) when the
+   convolution's output feeds nothing else;
+2. along every data edge, producer and consumer groups merge when their classes allow
+   it (pointwise into pointwise; pointwise prologue or epilogue into a reduction; two
+   reductions over the same sizes; views anywhere but in a GEMM; pointwise epilogues
+   into a GEMM only with ``gemm_epilogue``);
+3. groups of the same size that read a common tensor merge (horizontal fusion).
+
+Steps 2 and 3 repeat until nothing changes. A merge never creates a cycle between
+kernels (no path may leave one group and come back into the other), never exceeds
+``max_kernel_ops``, and never joins ops whose ``key`` differs: the stream-aware order
+gives every op its stream as key, so only ops one stream runs in order share a kernel.
+Concatenations and opaque ops never merge; a concatenation whose inputs all come from
+pointwise or reduction kernels is marked to be written in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from streamplan.frontends.argcodec import iter_tensor_refs
+from streamplan.fusion.kinds import foldable_batch_norm, foldable_convolution, in_numel, op_class, out_numel
+from streamplan.fusion.rules import FusionRules
+from streamplan.ir.graph import Graph, Node
+
+MAX_ROUNDS = 10
+KERNEL_CLASSES = ("pointwise", "reduction")
+
+
+@dataclass
+class _Group:
+    gid: int  # the position of its first op (ids are never reused)
+    members: list[int]  # positions in the graph
+    cls: str  # an OpClass
+    key: Hashable
+    numels: set[int] = field(default_factory=set)  # iteration sizes of pointwise members
+    sig: tuple[int, int] | None = None  # (input, output) elements of its reductions
+    gemm_out: int = 0
+    fold: tuple[int, int] | None = None  # (conv, batch-norm) positions
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """The kernels found: groups of op ids (each in graph order; singletons included),
+    the folded (convolution, batch-norm) pairs, and the concatenations written in place."""
+
+    groups: tuple[tuple[str, ...], ...]
+    folds: Mapping[tuple[str, ...], tuple[str, str]]
+    concats_in_place: frozenset[str]
+
+
+def find_groups(
+    graph: Graph,
+    rules: FusionRules,
+    *,
+    key: Callable[[str], Hashable] | None = None,
+    extra_deps: Mapping[str, Sequence[str]] | None = None,
+) -> Grouping:
+    """Group ``graph``'s ops into kernels under ``rules``.
+
+    ``key(op)``: ops with different keys never share a kernel (default: one key).
+    ``extra_deps[v]`` lists ops v must follow besides its data dependencies (a
+    schedule's barriers): no kernel may depend on itself through them either.
+    """
+    return _Grouper(graph, rules, key or (lambda _op: 0), extra_deps or {}).run()
+
+
+class _Grouper:
+    def __init__(
+        self,
+        graph: Graph,
+        rules: FusionRules,
+        key: Callable[[str], Hashable],
+        extra_deps: Mapping[str, Sequence[str]],
+    ):
+        self.g = graph
+        self.rules = rules
+        ids = graph.node_ids
+        pos = {nid: i for i, nid in enumerate(ids)}
+        # kernel-level dependencies (data edges plus extra ones), kept up to date by _absorb
+        self.succ_g: dict[int, set[int]] = {i: set(s) for i, s in enumerate(graph.succ_positions())}
+        self.pred_g: dict[int, set[int]] = {i: set(p) for i, p in enumerate(graph.pred_positions())}
+        for v, us in extra_deps.items():
+            for u in us:
+                if u in pos and v in pos and u != v:
+                    self.succ_g[pos[u]].add(pos[v])
+                    self.pred_g[pos[v]].add(pos[u])
+        self.group_of = list(range(len(ids)))
+        self.groups: dict[int, _Group] = {}
+        for i, node in enumerate(graph.nodes):
+            cls = op_class(graph, node)
+            grp = _Group(i, [i], cls, key(node.id))
+            if cls == "pointwise":
+                grp.numels.add(out_numel(graph, node))
+            elif cls == "reduction":
+                grp.sig = (in_numel(graph, node), out_numel(graph, node))
+            elif cls == "gemm":
+                grp.gemm_out = out_numel(graph, node)
+            self.groups[i] = grp
+
+    # -- the passes ------------------------------------------------------------
+    def run(self) -> Grouping:
+        if self.rules.fold_batch_norm:
+            self._fold_batch_norms()
+        for _ in range(MAX_ROUNDS):
+            changed = self._vertical()
+            if self.rules.horizontal:
+                changed |= self._horizontal()
+            if not changed:
+                break
+        return self._result()
+
+    def _fold_batch_norms(self) -> None:
+        g = self.g
+        for i, node in enumerate(g.nodes):
+            if not foldable_batch_norm(g, node):
+                continue
+            x = node.inputs[0]
+            p = g.producer(x)
+            if p is None or x in g.outputs or g.consumers(x) != (node.id,):
+                continue
+            c = g.position(p)
+            conv, bn = self.groups[self.group_of[c]], self.groups[self.group_of[i]]
+            if conv.cls != "gemm" or conv.fold or len(conv.members) != 1 or bn.key != conv.key:
+                continue
+            if not foldable_convolution(g.nodes[c]):
+                continue
+            conv.fold = (c, i)
+            self._absorb(conv, bn)
+
+    def _vertical(self) -> bool:
+        changed = False
+        for v, preds in enumerate(self.g.pred_positions()):
+            for u in preds:
+                a, b = self.group_of[u], self.group_of[v]
+                if a != b and self._try_merge(self.groups[a], self.groups[b], vertical=True):
+                    changed = True
+        return changed
+
+    def _horizontal(self) -> bool:
+        g = self.g
+        changed = False
+        for vid, value in g.values.items():
+            if value.kind not in ("activation", "input"):
+                continue
+            readers = g.consumers(vid)
+            for i, r1 in enumerate(readers):
+                for r2 in readers[i + 1 :]:
+                    a, b = self.group_of[g.position(r1)], self.group_of[g.position(r2)]
+                    if a == b:
+                        continue
+                    ga, gb = self.groups[a], self.groups[b]
+                    if ga.cls in KERNEL_CLASSES and gb.cls in KERNEL_CLASSES:
+                        changed |= self._try_merge(ga, gb, vertical=False)
+        return changed
+
+    # -- merging ---------------------------------------------------------------
+    def _try_merge(self, a: _Group, b: _Group, *, vertical: bool) -> bool:
+        """Merge ``a`` into ``b`` or back when allowed; for a vertical merge ``a`` produces for ``b``."""
+        if a.key != b.key or len(a.members) + len(b.members) > self.rules.max_kernel_ops:
+            return False
+        if not self._compatible(a, b, vertical):
+            return False
+        if self._reaches_through_other(a, b) or self._reaches_through_other(b, a):
+            return False
+        big, small = (a, b) if len(a.members) >= len(b.members) else (b, a)
+        self._absorb(big, small, cls=self._merged_class(a, b))
+        return True
+
+    def _compatible(self, a: _Group, b: _Group, vertical: bool) -> bool:
+        classes = {a.cls, b.cls}
+        if classes & {"opaque", "concat"}:
+            return False
+        if "gemm" in classes:
+            # only a pointwise epilogue, after the GEMM, and of the GEMM's output size
+            gemm, other = (a, b) if a.cls == "gemm" else (b, a)
+            return (
+                self.rules.gemm_epilogue
+                and vertical
+                and gemm is a
+                and other.cls == "pointwise"
+                and all(n == gemm.gemm_out for n in other.numels)
+            )
+        if "reduction" in classes:
+            red, other = (a, b) if a.cls == "reduction" else (b, a)
+            if other.cls == "reduction":
+                return red.sig == other.sig
+            return red.sig is not None and all(n <= red.sig[0] for n in other.numels)
+        if not vertical and max(a.numels, default=0) != max(b.numels, default=0):
+            return False  # horizontal fusion needs one iteration space
+        return True
+
+    @staticmethod
+    def _merged_class(a: _Group, b: _Group) -> str:
+        for cls in ("gemm", "reduction", "pointwise"):
+            if cls in (a.cls, b.cls):
+                return cls
+        return "view"
+
+    def _absorb(self, into: _Group, other: _Group, cls: str | None = None) -> None:
+        for m in other.members:
+            self.group_of[m] = into.gid
+        del self.groups[other.gid]
+        keep, gone = into.gid, other.gid
+        for adj, back in ((self.succ_g, self.pred_g), (self.pred_g, self.succ_g)):
+            for x in adj.pop(gone):
+                back[x].discard(gone)
+                if x != keep:
+                    back[x].add(keep)
+                    adj[keep].add(x)
+            adj[keep].discard(gone)
+        into.members.extend(other.members)
+        into.numels |= other.numels
+        into.sig = into.sig or other.sig
+        into.gemm_out = into.gemm_out or other.gemm_out
+        into.fold = into.fold or other.fold
+        if cls is not None:
+            into.cls = cls
+
+    def _reaches_through_other(self, a: _Group, b: _Group) -> bool:
+        """Whether a path leaves ``a``, passes through another group and enters ``b``."""
+        ida, idb = a.gid, b.gid
+        succ, pred = self.succ_g, self.pred_g
+        if not (succ[ida] - {idb}) or not (pred[idb] - {ida}):
+            return False  # a leads only to b, or only a leads to b: the common case of a chain
+        stack = [x for x in succ[ida] if x != idb]
+        seen = set(stack)
+        while stack:
+            for x in succ[stack.pop()]:
+                if x == idb:
+                    return True
+                if x != ida and x not in seen:
+                    seen.add(x)
+                    stack.append(x)
+        return False
+
+    # -- the result ------------------------------------------------------------
+    def _result(self) -> Grouping:
+        g = self.g
+        ids = g.node_ids
+        groups = []
+        folds = {}
+        for grp in sorted(self.groups.values(), key=lambda x: min(x.members)):
+            members = tuple(ids[m] for m in sorted(grp.members))
+            groups.append(members)
+            if grp.fold is not None:
+                folds[members] = (ids[grp.fold[0]], ids[grp.fold[1]])
+        return Grouping(tuple(groups), folds, frozenset(self._concats_in_place()))
+
+    def _concats_in_place(self) -> list[str]:
+        """Concatenations whose inputs are distinct fresh outputs of pointwise/reduction kernels."""
+        if not self.rules.concat_in_place:
+            return []
+        g = self.g
+        return [
+            node.id
+            for i, node in enumerate(g.nodes)
+            if self.groups[self.group_of[i]].cls == "concat" and node.inputs and self._writable_in_place(node)
+        ]
+
+    def _writable_in_place(self, concat: Node) -> bool:
+        g = self.g
+        refs = list(iter_tensor_refs(concat.attrs.get("args", [])))
+        if len(refs) != len(set(refs)) or set(refs) != set(concat.inputs):
+            return False  # a tensor concatenated twice is copied at least once
+        for v in concat.inputs:
+            p = g.producer(v)
+            if p is None or g.values[v].is_alias:
+                return False  # graph inputs, parameters and views are copied
+            if self.groups[self.group_of[g.position(p)]].cls not in KERNEL_CLASSES:
+                return False  # a library kernel (GEMM) writes its own buffer
+            if any(c != concat.id and op_class(g, g.node(c)) == "concat" for c in g.consumers(v)):
+                return False  # one buffer cannot be a slice of two concatenations
+        return True
