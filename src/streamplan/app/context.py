@@ -26,8 +26,10 @@ def make_context(
     time_limit_s: float = 10.0,
     seed: int = 0,
     progress: ProgressFn = no_progress,
+    fusion: str = "none",
 ) -> ScheduleContext:
-    """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it."""
+    """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it, with
+    the fusion mode (``none``, ``first`` or ``stream-aware``) the application applies."""
     return ScheduleContext(
         max_streams=max_streams,
         cost=cost_model(device, measured),
@@ -35,6 +37,7 @@ def make_context(
         time_limit_s=time_limit_s,
         seed=seed,
         progress=progress,
+        fusion=fusion,
     )
 
 

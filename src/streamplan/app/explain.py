@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy
+from streamplan.app.fusion_note import FusionNote, fusion_note
+from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.explain import PeakComparison, PeakExplanation, compare_peaks, explain_peak
@@ -44,22 +47,32 @@ class ExplainResult:
     explanation: PeakExplanation | PeakComparison
     simulated: SimulatedNote
     serial_peak_note: str | None
+    fusion: FusionNote | None = None  # when ops were fused before scheduling
 
     def to_dict(self) -> dict[str, Any]:
         d = self.explanation.to_dict()
         d["simulated"] = self.simulated.to_dict()
         d["serial_peak_note"] = self.serial_peak_note
+        d["fusion_mode"] = self.run.fusion_mode
+        if self.fusion is not None:
+            d["fusion"] = self.fusion.to_dict()
         return d
 
 
 def explain_policy(
     graph: Graph, policy: str, ctx: ScheduleContext | None = None, *, vs: str | None = "sequential"
 ) -> ExplainResult:
-    """Explain ``policy``'s peaks on ``graph``; with ``vs``, compare them with that policy's."""
+    """Explain ``policy``'s peaks on ``graph``; with ``vs``, compare them with that policy's
+    schedule of the same kernels. Fused first (``ctx.fusion``), it also says which kernels
+    merged parallel branches and what the stream-aware order keeps."""
     ctx = ctx or DEFAULT_CONTEXT
     run = run_policy(graph, policy, ctx)
-    base = run_policy(graph, vs, ctx).schedule if vs and vs != policy else None
-    return explain_run(graph, run, ctx, vs_schedule=base)
+    base = None
+    if vs and vs != policy:
+        planned = FusedSchedule(run.scheduled_graph(graph), run.schedule, run.fusion)
+        base = schedule_same_kernels(graph, planned, vs, ctx)
+    result = explain_run(graph, run, ctx, vs_schedule=base)
+    return dataclasses.replace(result, fusion=fusion_note(graph, run, ctx))
 
 
 def explain_run(
@@ -72,6 +85,7 @@ def explain_run(
     """``explain_policy`` for a schedule in hand (a saved one, say)."""
     ctx = ctx or DEFAULT_CONTEXT
     ctx.progress("explaining the peaks", None, None)
+    graph = run.scheduled_graph(graph)  # the kernels, when the run was fused
     s = run.schedule
     if vs_schedule is not None:
         result: PeakExplanation | PeakComparison = compare_peaks(graph, vs_schedule, s)

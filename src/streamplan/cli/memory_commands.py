@@ -12,6 +12,7 @@ from streamplan.cli.common import (
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
+    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
@@ -45,6 +46,7 @@ def memory_cmd(
         None, "--device-memory-gib", help="check the torch-cuda replay against this capacity (GiB)"
     ),
     measured: str | None = MeasuredOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Every memory figure for one schedule, and the host-order trace."""
@@ -54,7 +56,9 @@ def memory_cmd(
     from streamplan.report.views import memory_lines
 
     with progress_display(err) as progress:
-        ctx = make_context(device=device, measured=measured, max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device, measured=measured, max_streams=max_streams, progress=progress, fusion=fusion
+        )
         g = load_graph(model, batch, dtype, progress)
         run = run_policy(g, policy, ctx)
         analysis = analyze_run_memory(
@@ -80,6 +84,7 @@ def explain(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Which tensors set the peak, and which concurrency made more of them coexist."""
@@ -88,7 +93,7 @@ def explain(
     from streamplan.report.views import explain_lines
 
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
         g = load_graph(model, batch, dtype, progress)
         result = explain_policy(g, policy, ctx, vs=vs)
     if as_json:
@@ -108,6 +113,7 @@ def plot(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     force: bool = ForceOpt,
+    fusion: str = FusionOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
     from streamplan.app.analysis import memory_curves
@@ -123,7 +129,7 @@ def plot(
     check_file(output, force=force, protected=(model,))
     names = parse_policies(policies, default="sequential,asap")
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
+        ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
         g = load_graph(model, batch, dtype, progress)
         curves = memory_curves(g, names, ctx)
         progress("drawing", None, None)

@@ -8,6 +8,7 @@ from streamplan.cli.app import app
 from streamplan.cli.common import (
     BatchOpt,
     ForceOpt,
+    FusionOpt,
     JsonOpt,
     ModelArg,
     PolicyOpt,
@@ -42,6 +43,7 @@ def run(
         None, "--trace", help="write the measured (CPU) and simulated timelines as one Perfetto trace"
     ),
     force: bool = ForceOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
@@ -65,7 +67,9 @@ def run(
         check_file(trace, force=force, protected=(model,))
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
-        ctx = make_context(device=device or profile_for(on), max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device or profile_for(on), max_streams=max_streams, progress=progress, fusion=fusion
+        )
         graph = load_graph(model, batch, None, progress)
         report = run_model(
             model,

@@ -14,8 +14,10 @@ Steps 2 and 3 repeat until nothing changes. A merge never creates a cycle betwee
 kernels (no path may leave one group and come back into the other), never exceeds
 ``max_kernel_ops``, and never joins ops whose ``key`` differs: the stream-aware order
 gives every op its stream as key, so only ops one stream runs in order share a kernel.
-Concatenations and opaque ops never merge; a concatenation whose inputs all come from
-pointwise or reduction kernels is marked to be written in place.
+Opaque ops never merge. A concatenation whose inputs all come from pointwise or
+reduction kernels is written in place by them: when one kernel writes all of them (and
+nothing else reads them) the concatenation becomes its last step, otherwise it stays
+a node that launches nothing (``concat_in_place``).
 """
 
 from __future__ import annotations
@@ -113,7 +115,24 @@ class _Grouper:
                 changed |= self._horizontal()
             if not changed:
                 break
+        if self.rules.concat_in_place:
+            self._concats_into_kernels()
         return self._result()
+
+    def _concats_into_kernels(self) -> None:
+        """A concatenation whose inputs one kernel writes, and nothing else reads, becomes that
+        kernel's last step: the kernel writes the concatenation and its inputs stay inside."""
+        g = self.g
+        for i, node in enumerate(g.nodes):
+            if self.groups[self.group_of[i]].cls != "concat" or not self._writable_in_place(node):
+                continue
+            kernels = {self.group_of[g.position(g.producer(v))] for v in node.inputs}
+            if len(kernels) != 1:
+                continue
+            kernel, concat = self.groups[kernels.pop()], self.groups[self.group_of[i]]
+            private = all(g.consumers(v) == (node.id,) and v not in g.outputs for v in node.inputs)
+            if private and kernel.key == concat.key:
+                self._absorb(kernel, concat)
 
     def _fold_batch_norms(self) -> None:
         g = self.g
@@ -260,7 +279,10 @@ class _Grouper:
         return [
             node.id
             for i, node in enumerate(g.nodes)
-            if self.groups[self.group_of[i]].cls == "concat" and node.inputs and self._writable_in_place(node)
+            if self.groups[self.group_of[i]].cls == "concat"
+            and len(self.groups[self.group_of[i]].members) == 1
+            and node.inputs
+            and self._writable_in_place(node)
         ]
 
     def _writable_in_place(self, concat: Node) -> bool:

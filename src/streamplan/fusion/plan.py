@@ -79,6 +79,28 @@ def _recorded(schedule: StreamSchedule, result: FusionResult, mode: str, fuse_s:
     return schedule.with_meta(fusion={"mode": mode, **result.to_dict()}, fusion_time_s=fuse_s)
 
 
+def schedule_same_kernels(
+    source: Graph, planned: FusedSchedule, policy: str, ctx: ScheduleContext | None = None
+) -> StreamSchedule:
+    """``policy``'s schedule of the graph ``planned`` runs (to compare two schedules of one graph).
+
+    Fused first, ``policy`` schedules the same kernels; stream-aware, it schedules the
+    ops and its schedule is carried onto ``planned``'s kernels (its own barriers dropped:
+    they were not made for these kernels).
+    """
+    ctx = ctx or DEFAULT_CONTEXT
+    return _SAME_KERNELS[fusion_mode(planned.schedule)](source, planned, policy, ctx.replace(fusion="none"))
+
+
+_SAME_KERNELS: dict[str, Callable[[Graph, FusedSchedule, str, ScheduleContext], StreamSchedule]] = {
+    "none": lambda source, planned, policy, ctx: make_schedule(source, policy, ctx),
+    "first": lambda source, planned, policy, ctx: make_schedule(planned.graph, policy, ctx),
+    "stream-aware": lambda source, planned, policy, ctx: schedule_onto(
+        planned.fusion, make_schedule(source, policy, ctx), keep_barriers=False
+    ),
+}
+
+
 def fusion_mode(schedule: StreamSchedule) -> str:
     """How ``schedule`` was fused (``none`` when it runs the ops as captured)."""
     record = schedule.meta.get("fusion")
