@@ -115,7 +115,7 @@ def refuse(graph: Graph, saved: Mapping[str, Any], *, source: str = "schedule") 
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ScheduleError(f"malformed fusion record ({type(e).__name__}: {e})", where=source) from None
     grouped = [p for ps in groups.values() for p in ps]
-    unknown = sorted(set(grouped) | concats - set(graph.node_ids))
+    unknown = sorted((set(grouped) | concats) - set(graph.node_ids))
     if unknown or len(grouped) != len(set(grouped)) or set(folds) - set(groups):
         what = f"ops {', '.join(unknown[:5])} that {graph.name} does not have" if unknown else "an op twice"
         raise ScheduleError(
