@@ -97,6 +97,18 @@ def test_no_policy_name_tests_outside_the_registry():
     assert not hits, hits
 
 
+def test_one_place_decides_what_a_fusion_mode_does():
+    """Only ``fusion/plan.py`` maps a fusion mode to behaviour; nothing else tests for one."""
+    hits = [
+        f"{p.relative_to(SRC)}:{i}"
+        for p in ROOT.rglob("*.py")
+        if p.relative_to(ROOT).as_posix() != "fusion/plan.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"(fusion\w*|mode)\s*[!=]=\s*[\"']|[\"'](none|first|stream-aware)[\"']\s*[!=]=", line)
+    ]
+    assert not hits, hits
+
+
 def test_no_ticket_numbers_or_outside_design_references():
     bad = re.compile(r"DESIGN §|issue \d+|ticket \d+|#\d{1,4}\b")
     hits = [

@@ -99,6 +99,7 @@ class PolicyRow:
     policy: str
     fusion: str = "none"
     kernels: int = 0
+    fused: bool = False  # the schedule runs fused kernels
     streams: int = 0
     events: int = 0
     waits: int = 0
@@ -192,6 +193,7 @@ def _policy_row(
         policy=policy,
         fusion=ctx.fusion,
         kernels=kernel_count(g),
+        fused=run.fusion is not None,
         streams=sched.num_streams,
         events=sched.num_events,
         waits=sched.num_waits,

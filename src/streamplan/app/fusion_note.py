@@ -13,6 +13,7 @@ from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy
 from streamplan.fusion.branches import MergedBranches, merged_branches
+from streamplan.fusion.plan import fuses_before_scheduling
 from streamplan.fusion.transform import kernel_count
 from streamplan.ir.analysis import max_parallelism
 from streamplan.ir.graph import Graph
@@ -108,7 +109,7 @@ class FusionNote:
 
 def fusion_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> FusionNote | None:
     """The note for a run fused ``first`` (None for any other run)."""
-    if run.fusion is None or run.fusion_mode != "first":
+    if run.fusion is None or not fuses_before_scheduling(run.schedule):
         return None
     ctx.progress("fusion: the stream-aware order for comparison", None, None)
     aware = run_policy(graph, run.policy, ctx.replace(fusion="stream-aware"))

@@ -8,7 +8,7 @@ from typing import Any
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError
-from streamplan.fusion.plan import fusion_mode
+from streamplan.fusion.plan import fusion_mode, is_fused
 from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
@@ -77,6 +77,11 @@ class RunReport:
     @property
     def fusion_mode(self) -> str:
         return fusion_mode(self.schedule)
+
+    @property
+    def fused(self) -> bool:
+        """Whether the run executed fused kernels."""
+        return is_fused(self.schedule)
 
     @property
     def kernels(self) -> int:

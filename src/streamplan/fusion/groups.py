@@ -7,7 +7,8 @@ Groups start as single ops and are merged, as Inductor's scheduler merges nodes:
 2. along every data edge, producer and consumer groups merge when their classes allow
    it (pointwise into pointwise; pointwise prologue or epilogue into a reduction; two
    reductions over the same sizes; views anywhere but in a GEMM; pointwise epilogues
-   into a GEMM only with ``gemm_epilogue``);
+   into a GEMM only with ``gemm_epilogue``), except that a window op (pooling, padding,
+   gathers) takes in a producer only when nothing else reads the producer's output;
 3. groups of the same size that read a common tensor merge (horizontal fusion).
 
 Steps 2 and 3 repeat until nothing changes. A merge never creates a cycle between
@@ -26,7 +27,14 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from streamplan.frontends.argcodec import iter_tensor_refs
-from streamplan.fusion.kinds import foldable_batch_norm, foldable_convolution, in_numel, op_class, out_numel
+from streamplan.fusion.kinds import (
+    foldable_batch_norm,
+    foldable_convolution,
+    in_numel,
+    op_class,
+    out_numel,
+    reads_neighbours,
+)
 from streamplan.fusion.rules import FusionRules
 from streamplan.ir.graph import Graph, Node
 
@@ -92,6 +100,8 @@ class _Grouper:
                 if u in pos and v in pos and u != v:
                     self.succ_g[pos[u]].add(pos[v])
                     self.pred_g[pos[v]].add(pos[u])
+        self.window_members = {i for i, n in enumerate(graph.nodes) if reads_neighbours(n)}
+        self.graph_outputs = set(graph.outputs)
         self.group_of = list(range(len(ids)))
         self.groups: dict[int, _Group] = {}
         for i, node in enumerate(graph.nodes):
@@ -183,7 +193,7 @@ class _Grouper:
         """Merge ``a`` into ``b`` or back when allowed; for a vertical merge ``a`` produces for ``b``."""
         if a.key != b.key or len(a.members) + len(b.members) > self.rules.max_kernel_ops:
             return False
-        if not self._compatible(a, b, vertical):
+        if not self._compatible(a, b, vertical) or not self._windows_inline(a, b):
             return False
         if self._reaches_through_other(a, b) or self._reaches_through_other(b, a):
             return False
@@ -212,6 +222,23 @@ class _Grouper:
             return red.sig is not None and all(n <= red.sig[0] for n in other.numels)
         if not vertical and max(a.numels, default=0) != max(b.numels, default=0):
             return False  # horizontal fusion needs one iteration space
+        return True
+
+    def _windows_inline(self, a: _Group, b: _Group) -> bool:
+        """A window op reads a value the other group computes only if nothing else needs that value
+        (the kernel then recomputes it per window element, as Inductor inlines it)."""
+        g = self.g
+        for reader_group, writer_group in ((a, b), (b, a)):
+            if not self.window_members.intersection(reader_group.members):
+                continue
+            inside = set(reader_group.members) | set(writer_group.members)
+            for m in self.window_members.intersection(reader_group.members):
+                for v in g.nodes[m].inputs:
+                    p = g.producer(v)
+                    if p is None or g.position(p) not in writer_group.members:
+                        continue
+                    if v in self.graph_outputs or any(g.position(c) not in inside for c in g.consumers(v)):
+                        return False
         return True
 
     @staticmethod

@@ -58,6 +58,17 @@ REDUCTION_OPS = frozenset(
         "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d",
     }
 )  # fmt: skip
+# Pointwise ops whose output element reads other positions of an input (a window, padding, an
+# index): they can take a producer into their kernel only by recomputing it, never by reading a
+# buffer the same kernel writes (its other elements belong to other threads)
+WINDOW_OPS = frozenset(
+    {
+        "avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+        "max_pool2d_with_indices", "max_pool3d_with_indices", "pad", "constant_pad_nd",
+        "reflection_pad1d", "reflection_pad2d", "replication_pad2d", "upsample_nearest2d",
+        "upsample_bilinear2d", "embedding", "index", "index_select", "gather",
+    }
+)  # fmt: skip
 CONCAT_OPS = frozenset({"cat", "concat", "concatenate"})
 BATCH_NORM_OPS = frozenset({"batch_norm", "native_batch_norm", "_native_batch_norm_legit"})
 
@@ -82,6 +93,11 @@ def op_class(graph: Graph, node: Node) -> OpClass:
     if base in REDUCTION_OPS:
         return "reduction"
     return "opaque"
+
+
+def reads_neighbours(node: Node) -> bool:
+    """True for a window, padding or gather op (see ``WINDOW_OPS``)."""
+    return op_base_name(node.op) in WINDOW_OPS
 
 
 def foldable_batch_norm(graph: Graph, node: Node) -> bool:

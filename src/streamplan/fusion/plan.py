@@ -101,6 +101,20 @@ _SAME_KERNELS: dict[str, Callable[[Graph, FusedSchedule, str, ScheduleContext], 
 }
 
 
+_FUSES_BEFORE_SCHEDULING = {"none": False, "first": True, "stream-aware": False}
+
+
+def is_fused(schedule: StreamSchedule) -> bool:
+    """Whether ``schedule`` runs fused kernels (it carries a fusion record)."""
+    return isinstance(schedule.meta.get("fusion"), dict)
+
+
+def fuses_before_scheduling(schedule: StreamSchedule) -> bool:
+    """Whether ``schedule`` was made for kernels fused before scheduling (so fusion could merge
+    branches the policy would have run in parallel)."""
+    return _FUSES_BEFORE_SCHEDULING[fusion_mode(schedule)]
+
+
 def fusion_mode(schedule: StreamSchedule) -> str:
     """How ``schedule`` was fused (``none`` when it runs the ops as captured)."""
     record = schedule.meta.get("fusion")

@@ -25,7 +25,7 @@ def _worst(mem: MemoryReport) -> str:
 
 
 def _fused(rows: Sequence[PolicyRow]) -> bool:
-    return any(r.fusion != "none" for r in rows)
+    return any(r.fused for r in rows)
 
 
 def _label(r: PolicyRow, fused: bool) -> list[str]:
@@ -64,7 +64,7 @@ def memory_table(graph: Graph, rows: Sequence[PolicyRow], includes: str) -> Tabl
     fused = _fused(rows)
     t.add_column("policy")
     if fused:
-        t.add_column("fusion", overflow="fold")
+        t.add_column("fusion", no_wrap=True, min_width=12)
     for col in ("host-order", "worst-case", "simulated", "torch alloc", "torch resv", "arena", "arena LB"):
         t.add_column(col, justify="right")
     for r in rows:

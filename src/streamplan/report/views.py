@@ -66,7 +66,7 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
     """A run's verdict (outputs vs eager) and its measurements beside the predictions (rich markup)."""
     cmp = r.comparison
     ok = "[green]yes[/green]" if cmp.matches_eager else "[red]NO[/red]"
-    fused = f", fusion {r.fusion_mode} ({r.kernels} kernels)" if r.fusion_mode != "none" else ""
+    fused = f", fusion {r.fusion_mode} ({r.kernels} kernels)" if r.fused else ""
     lines = [
         f"{r.graph.name} / {cmp.policy} on {target}{' with chaos delays' if r.chaos else ''}: "
         f"{r.schedule.num_streams} streams, {r.schedule.num_events} events{fused}",
