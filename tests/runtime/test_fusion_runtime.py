@@ -93,3 +93,23 @@ def test_graph_only_models_fused(spec: str, fusion: str) -> None:
     c = run_and_compare(spec, "asap", ctx=ScheduleContext(fusion=fusion), chaos=True)
     assert c.matches_eager, (spec, fusion, c.max_abs_error)
     assert len(c.graph.nodes) < len(c.schedule.launch_order) + 1  # it ran the kernels
+
+
+def test_fused_kernels_launch_on_the_cuda_path_through_the_fake_backend():
+    """The CUDA executor runs a fused kernel as one launch on its stream (fake backend, CPU)."""
+    from streamplan.models import load_model
+    from streamplan.runtime.backend_api import FakeBackend
+    from streamplan.runtime.compare import _graph_order_reference
+    from streamplan.runtime.cuda import StreamExecutor
+    from streamplan.runtime.interpret import initial_env
+    from streamplan.runtime.measure import LiveBytes
+
+    source = load_model("seed-concat")
+    planned = schedule_with_fusion(source, "asap", ScheduleContext(fusion="stream-aware"))
+    backend = FakeBackend()
+    env = initial_env(source, None, None)
+    outputs = StreamExecutor(planned.graph, planned.schedule, backend).launch(dict(env), LiveBytes())
+    ok, _, _ = compare_outputs(outputs, _graph_order_reference(source, env=dict(env)))
+    assert ok
+    launches = [c[2] for c in backend.calls if c[0] == "launch"]
+    assert launches == list(planned.schedule.launch_order) and "atan2+atan4" in launches

@@ -10,6 +10,7 @@ order (each kernel where its first op was, as far as the dependencies allow).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Mapping, Sequence
 
@@ -155,6 +156,4 @@ def _kernel_order(
 
 
 def _replace_attrs(node: Node, attrs: Mapping) -> Node:
-    import dataclasses
-
     return dataclasses.replace(node, attrs=dict(attrs))

@@ -19,6 +19,7 @@ from streamplan.fusion.build import build_fused_graph
 from streamplan.fusion.groups import Grouping, find_groups
 from streamplan.fusion.kinds import op_class
 from streamplan.fusion.rules import INDUCTOR_RULES, FusionRules
+from streamplan.ir.frozen import freeze
 from streamplan.ir.fused import is_concat_in_place
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
@@ -26,7 +27,7 @@ from streamplan.schedule.events import derive_waits
 from streamplan.schedule.verify import verify_schedule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FusionResult:
     """A graph of kernels made from ``source``.
 
@@ -44,6 +45,8 @@ class FusionResult:
     _kernel_of: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", freeze(self.groups))
+        object.__setattr__(self, "folds", freeze(self.folds))
         for k, parts in self.groups.items():
             for p in parts:
                 self._kernel_of[p] = k
