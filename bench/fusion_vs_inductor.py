@@ -78,7 +78,7 @@ GEMMS = {"conv", "matmul"}
 def family(name: str) -> str | None:
     base = name.split(".")[-1] if name.startswith("aten.") else name
     base = op_base_name(name) if "." in name else base
-    if base in DROPPED or base.startswith("inductor_"):  # Inductor's own layout constraints
+    if base in DROPPED or base.startswith(("inductor_", "_frozen_param")):  # layouts, frozen weights
         return None
     return FAMILY.get(base, base)
 

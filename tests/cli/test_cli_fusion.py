@@ -40,8 +40,14 @@ def test_compare_all_three_orders_shows_first_collapsing_the_branches():
 def test_explain_names_the_merged_branches_and_what_stream_aware_keeps():
     r = sp("explain", "seed-concat", "--policy", "asap", "--fusion", "first")
     assert r.returncode == 0, r.stderr
-    assert "[atan1, atan3] | [atan2, atan4]" in r.stdout
+    assert "atan2 = atan1, atan4 = atan3" in r.stdout  # the two branches compute the same thing
+    assert "removed parallelism" in r.stdout
     assert "stream-aware" in r.stdout and "2 kernels on 2 stream(s)" in r.stdout
+    r = sp("explain", "random:40:3", "--policy", "asap", "--fusion", "first", "--json")
+    assert r.returncode == 0, r.stderr
+    note = json.loads(r.stdout)["fusion"]
+    assert note["merged_branches"] and all(len(m["branches"]) >= 2 for m in note["merged_branches"])
+    assert note["parallelism_kernels"] <= note["parallelism_ops"]
     r = sp("explain", "seed-example2", "--policy", "asap", "--fusion", "stream-aware", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["fusion_mode"] == "stream-aware"
@@ -67,3 +73,19 @@ def test_bad_fusion_modes_and_records(tmp_path):
     saved["meta"]["fusion"]["groups"] = {"k": ["atan0", "nope"]}
     path.write_text(json.dumps(saved))
     assert_user_error(sp("simulate", "seed-concat", "--schedule", str(path)), "nope")
+
+
+def test_compare_a_zoo_model_in_every_order():
+    r = sp(
+        "compare", "squeezenet", "--policies", "sequential,asap", "--fusion", "all", "--no-memory", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    rows = {(x["policy"], x["fusion"]): x for x in json.loads(r.stdout)["rows"]}
+    unfused = rows["sequential", "none"]["kernels"]
+    first = rows["sequential", "first"]["kernels"]
+    assert first < unfused
+    # one stream: fusing along it finds the same kernels as fusing first
+    assert rows["sequential", "stream-aware"]["kernels"] == first
+    assert first <= rows["asap", "stream-aware"]["kernels"] <= unfused
+    for row in rows.values():
+        assert row["makespan_ms"] > 0 and not row.get("error")

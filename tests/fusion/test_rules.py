@@ -35,7 +35,7 @@ def test_gemms_are_boundaries():
 
 
 def test_the_founding_example_collapses_into_one_kernel_that_merges_both_branches():
-    r = fuse(concat())
+    r = fuse(concat(), FusionRules(cse=False))
     assert kernel_count(r.graph) == 1
     (m,) = merged_branches(r)
     assert sorted(m.branches) == [("atan1", "atan3"), ("atan2", "atan4")]
@@ -43,12 +43,24 @@ def test_the_founding_example_collapses_into_one_kernel_that_merges_both_branche
     assert set(r.graph.values) == {"x", "concatenate"}
 
 
+def test_identical_ops_run_once():
+    """Both branches of the founding example compute atan(atan(atan(x))): a compiler keeps one."""
+    r = fuse(concat())
+    assert dict(r.duplicates) == {"atan2": "atan1", "atan4": "atan3"}
+    (kernel,) = [n for n in r.graph.nodes if n.op.startswith("fused.")]
+    assert [p.id for p in fused_parts(kernel)] == ["atan0", "atan1", "atan3", "concatenate"]
+    assert kernel.inputs == ("x",) and kernel.outputs == ("concatenate",)
+    assert r.kernel_of("atan4") == kernel.id
+
+
 def test_horizontal_fusion_merges_siblings_only_when_allowed():
+    no_cse = FusionRules(cse=False)  # n1 and n2 are the same op on the same input
     g = with_gemms(diamond(), {"n3"})  # n1 and n2 both read n0; n3 is a GEMM
-    assert kernels_of(fuse(g)) == [("n0", "n1", "n2"), ("n3",)]
+    assert kernels_of(fuse(g, no_cse)) == [("n0", "n1", "n2"), ("n3",)]
     g = with_gemms(diamond(), {"n0", "n3"})  # siblings share only a GEMM's output
-    assert kernels_of(fuse(g)) == [("n0",), ("n1", "n2"), ("n3",)]
-    assert kernels_of(fuse(g, FusionRules(horizontal=False))) == [("n0",), ("n1",), ("n2",), ("n3",)]
+    assert kernels_of(fuse(g, no_cse)) == [("n0",), ("n1", "n2"), ("n3",)]
+    no_horizontal = FusionRules(cse=False, horizontal=False)
+    assert kernels_of(fuse(g, no_horizontal)) == [("n0",), ("n1",), ("n2",), ("n3",)]
 
 
 def test_max_kernel_ops():
@@ -69,7 +81,7 @@ def test_stream_aware_keeps_the_branches_of_the_founding_example():
 
     planned = schedule_with_fusion(example2(), "asap", ScheduleContext(fusion="stream-aware"))
     assert planned.schedule.num_streams == 2 and kernel_count(planned.graph) == 3
-    assert not merged_branches(planned.fusion)
+    assert not merged_branches(planned.fusion) and not planned.fusion.duplicates  # two streams: both run
     first = schedule_with_fusion(example2(), "asap", ScheduleContext(fusion="first"))
     assert first.schedule.num_streams == 1 and kernel_count(first.graph) == 1
 
@@ -88,12 +100,16 @@ def test_concat_written_in_place_by_two_kernels_launches_nothing():
 def test_fused_graphs_verify_and_keep_flops_and_outputs(g):
     r = fuse(g)
     verify(r.graph)
-    assert r.graph.total_flops() == g.total_flops()
+    assert (
+        r.graph.total_flops()
+        == r.base.total_flops()
+        == g.total_flops() - sum(g.node(d).flops for d in r.duplicates)
+    )
     assert r.graph.outputs == g.outputs and r.graph.inputs == g.inputs
     assert kernel_count(r.graph) <= kernel_count(g)
     parts = [p for ps in r.groups.values() for p in ps]
     assert len(parts) == len(set(parts))
-    assert set(parts) | {n.id for n in r.graph.nodes} >= set(g.node_ids)
+    assert set(parts) | {n.id for n in r.graph.nodes} | set(r.duplicates) >= set(g.node_ids)
     for node in r.graph.nodes:  # a fused node reads and writes only values of the graph
         assert set(node.inputs) | set(node.outputs) <= set(r.graph.values)
 

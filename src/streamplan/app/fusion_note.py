@@ -62,6 +62,7 @@ class FusionNote:
 
     policy: str
     ops: int
+    duplicates: tuple[tuple[str, str], ...]  # (op, the earlier identical op it reuses)
     merged: tuple[MergedBranches, ...]
     parallelism_ops: int  # the widest set of mutually independent ops, as captured
     parallelism_kernels: int  # the same after fusing first
@@ -72,6 +73,7 @@ class FusionNote:
         return {
             "policy": self.policy,
             "ops": self.ops,
+            "duplicates": {op: kept for op, kept in self.duplicates},
             "merged_branches": [m.to_dict() for m in self.merged],
             "parallelism_ops": self.parallelism_ops,
             "parallelism_kernels": self.parallelism_kernels,
@@ -84,20 +86,31 @@ class FusionNote:
         out = [
             f"fusion first: {self.ops} ops became {f.kernels} kernels before {self.policy} scheduled them."
         ]
-        if not self.merged:
-            out.append(
-                "  no kernel merges independent branches: fusing first removed no parallelism "
-                f"(widest set of independent ops {self.parallelism_ops}, of kernels {self.parallelism_kernels})."
+        if self.duplicates:
+            shown = ", ".join(f"{op} = {kept}" for op, kept in self.duplicates[:SHOWN_KERNELS])
+            more = (
+                f" and {len(self.duplicates) - SHOWN_KERNELS} more"
+                if len(self.duplicates) > SHOWN_KERNELS
+                else ""
             )
-        else:
+            out.append(f"  {len(self.duplicates)} op(s) repeat earlier ones and run once: {shown}{more}")
+        for m in self.merged[:SHOWN_KERNELS]:
             out.append(
-                f"  {len(self.merged)} kernel(s) merge branches that could have run in parallel; the widest "
-                f"set of independent ops was {self.parallelism_ops}, of kernels it is {self.parallelism_kernels}:"
+                f"  kernel {m.kernel} runs branches "
+                + " | ".join("[" + ", ".join(b) + "]" for b in m.branches)
             )
-            for m in self.merged[:SHOWN_KERNELS]:
-                out.append(f"    {m.kernel}: " + " | ".join("[" + ", ".join(b) + "]" for b in m.branches))
-            if len(self.merged) > SHOWN_KERNELS:
-                out.append(f"    ... and {len(self.merged) - SHOWN_KERNELS} more")
+        if len(self.merged) > SHOWN_KERNELS:
+            out.append(f"  ... and {len(self.merged) - SHOWN_KERNELS} more kernels that merge branches")
+        lost = self.parallelism_kernels < self.parallelism_ops
+        out.append(
+            f"  the widest set of independent ops was {self.parallelism_ops}, of kernels it is "
+            f"{self.parallelism_kernels}: "
+            + (
+                "fusing first removed parallelism the scheduler could have used."
+                if lost
+                else "no parallelism lost."
+            )
+        )
         out.append(
             f"  stream-aware (schedule, then fuse along each stream) keeps: {sa.kernels} kernels on "
             f"{sa.streams} stream(s), makespan {sa.makespan_ms:.4f} ms and worst-case peak "
@@ -116,6 +129,7 @@ def fusion_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> FusionNot
     return FusionNote(
         policy=run.policy,
         ops=len(graph.nodes),
+        duplicates=tuple(run.fusion.duplicates.items()),
         merged=tuple(merged_branches(run.fusion)),
         parallelism_ops=max_parallelism(graph).width,
         parallelism_kernels=max_parallelism(run.scheduled_graph(graph)).width,

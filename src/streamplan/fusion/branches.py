@@ -32,7 +32,7 @@ def merged_branches(result: FusionResult) -> list[MergedBranches]:
     """Every fused kernel of ``result`` that merged two or more independent branches."""
     found = []
     for kernel, parts in result.groups.items():
-        branches = _branches(result.source, parts)
+        branches = _branches(result.base, parts)
         if len(branches) >= 2:
             found.append(MergedBranches(kernel, branches))
     return found

@@ -9,7 +9,8 @@ Groups start as single ops and are merged, as Inductor's scheduler merges nodes:
    reductions over the same sizes; views anywhere but in a GEMM; pointwise epilogues
    into a GEMM only with ``gemm_epilogue``), except that a window op (pooling, padding,
    gathers) takes in a producer only when nothing else reads the producer's output;
-3. groups of the same size that read a common tensor merge (horizontal fusion).
+3. groups of the same size that read a common tensor merge (horizontal fusion), when
+   their ops lie within ``horizontal_window`` ops of each other in the graph's order.
 
 Steps 2 and 3 repeat until nothing changes. A merge never creates a cycle between
 kernels (no path may leave one group and come back into the other), never exceeds
@@ -52,6 +53,8 @@ class _Group:
     sig: tuple[int, int] | None = None  # (input, output) elements of its reductions
     gemm_out: int = 0
     fold: tuple[int, int] | None = None  # (conv, batch-norm) positions
+    lo: int = 0  # first and last position of its ops in the graph's order
+    hi: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class _Grouper:
         self.groups: dict[int, _Group] = {}
         for i, node in enumerate(graph.nodes):
             cls = op_class(graph, node)
-            grp = _Group(i, [i], cls, key(node.id))
+            grp = _Group(i, [i], cls, key(node.id), lo=i, hi=i)
             if cls == "pointwise":
                 grp.numels.add(out_numel(graph, node))
             elif cls == "reduction":
@@ -184,7 +187,8 @@ class _Grouper:
                     if a == b:
                         continue
                     ga, gb = self.groups[a], self.groups[b]
-                    if ga.cls in KERNEL_CLASSES and gb.cls in KERNEL_CLASSES:
+                    far = max(abs(ga.lo - gb.hi), abs(gb.lo - ga.hi)) > self.rules.horizontal_window
+                    if ga.cls in KERNEL_CLASSES and gb.cls in KERNEL_CLASSES and not far:
                         changed |= self._try_merge(ga, gb, vertical=False)
         return changed
 
@@ -265,6 +269,7 @@ class _Grouper:
         into.sig = into.sig or other.sig
         into.gemm_out = into.gemm_out or other.gemm_out
         into.fold = into.fold or other.fold
+        into.lo, into.hi = min(into.lo, other.lo), max(into.hi, other.hi)
         if cls is not None:
             into.cls = cls
 
@@ -314,9 +319,9 @@ class _Grouper:
 
     def _writable_in_place(self, concat: Node) -> bool:
         g = self.g
-        refs = list(iter_tensor_refs(concat.attrs.get("args", [])))
-        if len(refs) != len(set(refs)) or set(refs) != set(concat.inputs):
-            return False  # a tensor concatenated twice is copied at least once
+        if set(iter_tensor_refs(concat.attrs.get("args", []))) != set(concat.inputs):
+            return False  # tensors passed some other way than the list of pieces
+        # (a tensor concatenated twice is written into both slices by its kernel)
         for v in concat.inputs:
             p = g.producer(v)
             if p is None or g.values[v].is_alias:

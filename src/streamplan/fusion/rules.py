@@ -13,6 +13,8 @@ class FusionRules:
     """Which fusions are allowed, besides pointwise chains and reductions with their
     prologue and epilogue (always on).
 
+    - ``cse``: an op repeating an earlier op on the same inputs is not run again (the
+      compiler's common subexpression elimination, before fusion);
     - ``fold_batch_norm``: an inference batch-norm right after a convolution is folded
       into its weights (Inductor does this when it freezes the weights);
     - ``gemm_epilogue``: pointwise ops after a convolution or matmul run in its epilogue
@@ -22,14 +24,19 @@ class FusionRules:
       (Inductor's horizontal fusion; this is what can merge parallel branches);
     - ``concat_in_place``: a concatenation whose inputs all come from fusible kernels is
       written by them in place and launches nothing (Inductor's ``ConcatKernel``);
-    - ``max_kernel_ops``: no kernel fuses more ops than this (Inductor's ``max_fusion_size``).
+    - ``max_kernel_ops``: no kernel fuses more ops than this (Inductor's ``max_fusion_size``);
+    - ``horizontal_window``: horizontal fusion only joins kernels whose ops lie within this many
+      ops of each other in the graph's order (Inductor's guard against long-distance fusions,
+      which would allocate outputs long before they are needed and raise the peak).
     """
 
+    cse: bool = True
     fold_batch_norm: bool = True
     gemm_epilogue: bool = False
     horizontal: bool = True
     concat_in_place: bool = True
     max_kernel_ops: int = 64
+    horizontal_window: int = 64
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -43,11 +50,8 @@ class FusionRules:
                 f"malformed fusion rules {data!r:.80}", where=source, hint=f"known rules: {', '.join(names)}"
             )
         for k, v in data.items():
-            ok = (
-                isinstance(v, int) and not isinstance(v, bool)
-                if k == "max_kernel_ops"
-                else isinstance(v, bool)
-            )
+            is_int = names[k] == "int"  # the other rules are bools
+            ok = isinstance(v, int) and not isinstance(v, bool) if is_int else isinstance(v, bool)
             if not ok:
                 raise FileFormatError(f"fusion rule {k!r} has the wrong type: {v!r:.40}", where=source)
         return FusionRules(**data)

@@ -16,6 +16,7 @@ from typing import Any
 
 from streamplan.errors import ScheduleError, StreamplanError
 from streamplan.fusion.build import build_fused_graph
+from streamplan.fusion.cse import deduplicate, find_duplicates
 from streamplan.fusion.groups import Grouping, find_groups
 from streamplan.fusion.kinds import op_class
 from streamplan.fusion.rules import INDUCTOR_RULES, FusionRules
@@ -31,9 +32,11 @@ from streamplan.schedule.verify import verify_schedule
 class FusionResult:
     """A graph of kernels made from ``source``.
 
+    ``duplicates`` maps each op computed again by an earlier identical op to that op
+    (``fusion.cse``); ``base`` is ``source`` without them, the graph the kernels partition.
     ``groups`` maps each fused node's id to the ids of the ops it runs (single ops keep
     their id and are not listed); ``concats_in_place`` lists the concatenations written in
-    place by their producers.
+    place by their producers; ``folds`` the (convolution, batch-norm) pair a kernel folds.
     """
 
     source: Graph
@@ -41,18 +44,24 @@ class FusionResult:
     rules: FusionRules
     groups: Mapping[str, tuple[str, ...]]
     concats_in_place: tuple[str, ...] = ()
-    folds: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # kernel -> (conv, batch-norm)
+    folds: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    duplicates: Mapping[str, str] = field(default_factory=dict)
+    base: Graph | None = None
     _kernel_of: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "groups", freeze(self.groups))
         object.__setattr__(self, "folds", freeze(self.folds))
+        object.__setattr__(self, "duplicates", freeze(self.duplicates))
+        if self.base is None:
+            object.__setattr__(self, "base", self.source)
         for k, parts in self.groups.items():
             for p in parts:
                 self._kernel_of[p] = k
 
     def kernel_of(self, op: str) -> str:
-        """The id of the node of ``graph`` that runs the source op ``op``."""
+        """The id of the node of ``graph`` that runs (or, for a duplicate, already ran) ``op``."""
+        op = self.duplicates.get(op, op)
         return self._kernel_of.get(op, op)
 
     @property
@@ -67,6 +76,7 @@ class FusionResult:
         """What a saved schedule keeps to rebuild the fused graph (``refuse``)."""
         return {
             "rules": self.rules.to_dict(),
+            "duplicates": dict(self.duplicates),
             "groups": {k: list(v) for k, v in self.groups.items()},
             "folds": {k: list(v) for k, v in self.folds.items()},
             "concats_in_place": list(self.concats_in_place),
@@ -79,6 +89,7 @@ class FusionResult:
             "kernels_unfused": self.kernels_before,
             "kernels": self.kernels_after,
             "fused_kernels": len(self.groups),
+            "duplicates_removed": len(self.duplicates),
             "concats_in_place": len(self.concats_in_place),
         }
 
@@ -91,21 +102,35 @@ def kernel_count(graph: Graph) -> int:
 def fuse(
     graph: Graph, rules: FusionRules = INDUCTOR_RULES, *, schedule: StreamSchedule | None = None
 ) -> FusionResult:
-    """Fuse ``graph`` under ``rules``; with ``schedule``, only ops on one stream share a kernel."""
-    if schedule is None:
-        grouping = find_groups(graph, rules)
-        fused, parts = build_fused_graph(graph, grouping)
-    else:
-        extra = non_data_waits(graph, schedule)
-        streams = schedule.streams
-        grouping = find_groups(graph, rules, key=lambda op: streams[op], extra_deps=extra)
-        fused, parts = build_fused_graph(graph, grouping, extra_deps=extra)
-    return _result(graph, fused, rules, parts, grouping)
+    """Fuse ``graph`` under ``rules``; with ``schedule``, only ops on one stream share a kernel
+    (or are found to repeat one another)."""
+    key = None if schedule is None else schedule.streams.__getitem__
+    duplicates = find_duplicates(graph, key) if rules.cse else {}
+    base = deduplicate(graph, duplicates)
+    extra = {} if schedule is None else _barriers(graph, schedule, duplicates)
+    grouping = find_groups(base, rules, key=key, extra_deps=extra)
+    fused, parts = build_fused_graph(base, grouping, extra_deps=extra)
+    return _result(graph, base, fused, rules, parts, grouping, duplicates)
 
 
-def _result(graph: Graph, fused: Graph, rules: FusionRules, parts, grouping: Grouping) -> FusionResult:
+def _barriers(graph: Graph, schedule: StreamSchedule, duplicates: Mapping[str, str]) -> dict[str, list[str]]:
+    """The schedule's non-data waits between ops that are still run."""
+    extra = non_data_waits(graph, schedule)
+    return {v: [u for u in us if u not in duplicates] for v, us in extra.items() if v not in duplicates}
+
+
+def _result(
+    source: Graph,
+    base: Graph,
+    fused: Graph,
+    rules: FusionRules,
+    parts,
+    grouping: Grouping,
+    duplicates: Mapping[str, str],
+) -> FusionResult:
     folds = {k: grouping.folds[ms] for k, ms in parts.items() if ms in grouping.folds}
-    return FusionResult(graph, fused, rules, parts, tuple(sorted(grouping.concats_in_place)), folds)
+    concats = tuple(sorted(grouping.concats_in_place))
+    return FusionResult(source, fused, rules, parts, concats, folds, duplicates, base)
 
 
 def refuse(graph: Graph, saved: Mapping[str, Any], *, source: str = "schedule") -> FusionResult:
@@ -115,10 +140,12 @@ def refuse(graph: Graph, saved: Mapping[str, Any], *, source: str = "schedule") 
         groups = {str(k): tuple(str(p) for p in v) for k, v in dict(saved["groups"]).items()}
         folds = {str(k): (str(v[0]), str(v[1])) for k, v in dict(saved.get("folds", {})).items()}
         concats = frozenset(str(c) for c in saved.get("concats_in_place", ()))
+        duplicates = {str(k): str(v) for k, v in dict(saved.get("duplicates", {})).items()}
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise ScheduleError(f"malformed fusion record ({type(e).__name__}: {e})", where=source) from None
     grouped = [p for ps in groups.values() for p in ps]
-    unknown = sorted((set(grouped) | concats) - set(graph.node_ids))
+    named = set(grouped) | concats | set(duplicates) | set(duplicates.values())
+    unknown = sorted(named - set(graph.node_ids))
     if unknown or len(grouped) != len(set(grouped)) or set(folds) - set(groups):
         what = f"ops {', '.join(unknown[:5])} that {graph.name} does not have" if unknown else "an op twice"
         raise ScheduleError(
@@ -126,20 +153,23 @@ def refuse(graph: Graph, saved: Mapping[str, Any], *, source: str = "schedule") 
             where=source,
             hint="was it made for another model, batch or dtype?",
         )
-    members = [tuple(sorted(ps, key=graph.position)) for ps in groups.values()]
-    members += [(op,) for op in graph.node_ids if op not in set(grouped)]
-    members.sort(key=lambda ms: graph.position(ms[0]))
-    fold_of = {tuple(sorted(groups[k], key=graph.position)): f for k, f in folds.items()}
-    grouping = Grouping(tuple(members), fold_of, concats)
+    if set(duplicates) & (set(grouped) | set(duplicates.values())):
+        raise ScheduleError("the schedule's fusion record runs an op it drops as a duplicate", where=source)
     try:
-        fused, parts = build_fused_graph(graph, grouping)
-    except (StreamplanError, AssertionError) as e:
+        base = deduplicate(graph, duplicates)
+        members = [tuple(sorted(ps, key=base.position)) for ps in groups.values()]
+        members += [(op,) for op in base.node_ids if op not in set(grouped)]
+        members.sort(key=lambda ms: base.position(ms[0]))
+        fold_of = {tuple(sorted(groups[k], key=base.position)): f for k, f in folds.items()}
+        grouping = Grouping(tuple(members), fold_of, concats)
+        fused, parts = build_fused_graph(base, grouping)
+    except (StreamplanError, AssertionError, KeyError, ValueError) as e:
         raise ScheduleError(
             f"the schedule's fusion record does not fit {graph.name}: {e}", where=source
         ) from None
     if set(parts) != set(groups):
         raise ScheduleError("the schedule's fusion record names its kernels differently", where=source)
-    return _result(graph, fused, rules, parts, grouping)
+    return _result(graph, base, fused, rules, parts, grouping, duplicates)
 
 
 def schedule_onto(
@@ -161,7 +191,7 @@ def schedule_onto(
         first[k] = min(first.get(k, len(index)), index[op])
     streams = {k: schedule.streams[_first_op(result, k, index)] for k in fused.node_ids}
     extra: dict[str, list[str]] = {}
-    for v, us in (non_data_waits(src, schedule) if keep_barriers else {}).items():
+    for v, us in (_barriers(src, schedule, result.duplicates) if keep_barriers else {}).items():
         kv = result.kernel_of(v)
         for u in us:
             ku = result.kernel_of(u)
