@@ -4,8 +4,8 @@ For each model, device and policy: ``none`` (ops as captured), ``first`` (fuse, 
 schedule: fusion may merge parallel branches) and ``stream-aware`` (schedule, then fuse
 along each stream). Columns: kernels launched, streams used, simulated makespan, speedup
 over the same fusion's ``sequential``, worst-case peak of live activations over every
-timing (MiB; an interval when the search stops early), and the kernels of ``first`` that
-merged branches a scheduler could have run in parallel.
+timing (MiB; an interval when the search stops early), the kernels that merged branches a
+scheduler could have run in parallel, and the ops dropped as repeats of earlier ones.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/fusion_orders.py [--models ...] [--devices v100 h100]
 
@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
                     if policy == "sequential":
                         base_ms = run.makespan_ms
                     speedup = f"{base_ms / run.makespan_ms:.2f}" if base_ms else "-"
-                    merged = len(merged_branches(run.fusion)) if run.fusion and mode == "first" else "-"
+                    merged = len(merged_branches(run.fusion)) if run.fusion else "-"
+                    repeats = len(run.fusion.duplicates) if run.fusion else "-"
                     print(
                         f"| {name} | {device} | {policy} | {mode} | {kernel_count(g)} | "
                         f"{run.schedule.num_streams} | {run.makespan_ms:.4f} | {speedup} | "
-                        f"{_peak(g, run.schedule)} | {merged} |",
+                        f"{_peak(g, run.schedule)} | {merged} | {repeats} |",
                         flush=True,
                     )
     return 0
