@@ -42,6 +42,9 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/cpu_allocations.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/training_capture.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/training_peaks.py --check
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/fusion_orders.py
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/calibrate_ios.py --fusion first
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/fusion_vs_inductor.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -5,7 +5,11 @@ the simulated speedups of wavefront and ios over sequential beside IOS's, plus t
 ios search time beside IOS's ~48 s of GPU profiling for Inception V3.
 
     .venv/bin/python bench/calibrate_ios.py [--device v100] [--cache DIR] [--set name=value ...]
+        [--fusion none|first|stream-aware] [--gemm-epilogue]
 
+``--fusion`` schedules the kernels fused in that order (IOS's own kernels were fused:
+convolution, batch-norm and ReLU as one); ``--gemm-epilogue`` also fuses pointwise
+epilogues into convolutions, as IOS's cuDNN kernels did (Inductor's default does not).
 ``--set`` overrides a shared profile constant for an experiment (e.g.
 ``--set kernel_fixed_ms=0.005``); the committed constants live in
 ``src/streamplan/cost/devices.py`` and are the same for every model.
@@ -18,8 +22,8 @@ import time
 from pathlib import Path
 
 from streamplan.cost import AnalyticCostModel, get_device, simulate
-from streamplan.schedule.context import ScheduleContext
-from streamplan.schedule.registry import make_schedule
+from streamplan.fusion import FusionRules, kernel_count, schedule_with_fusion
+from streamplan.schedule.context import FUSION_MODES, ScheduleContext
 
 # model: (sequential ms, wavefront ms, ios ms) measured by IOS on a V100 at batch 1
 IOS_V100 = {
@@ -51,7 +55,10 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--models", nargs="*", default=list(IOS_V100))
     ap.add_argument("--no-ios", action="store_true", help="skip the (slower) ios search")
+    ap.add_argument("--fusion", choices=FUSION_MODES, default="none")
+    ap.add_argument("--gemm-epilogue", action="store_true", help="fuse pointwise epilogues into convolutions")
     args = ap.parse_args()
+    rules = FusionRules(gemm_epilogue=args.gemm_epilogue)
     profile = get_device(args.device)
     for item in args.set:
         key, _, value = item.partition("=")
@@ -60,28 +67,33 @@ def main() -> None:
             **{key: type(current)(float(value)) if not isinstance(current, bool) else value == "1"}
         )
     cost = AnalyticCostModel(profile)
+    ctx = ScheduleContext(cost=cost, fusion=args.fusion)
+
+    def run(graph, policy):
+        planned = schedule_with_fusion(graph, policy, ctx, rules=rules)
+        return planned, simulate(planned.graph, planned.schedule, cost).makespan_ms
+
     header = (
-        f"{'model':<13} {'ops':>4} {'seq ms':>7} {'IOS seq':>7} {'err':>5}  "
+        f"{'model':<13} {'ops':>4} {'kern':>4} {'seq ms':>7} {'IOS seq':>7} {'err':>5}  "
         f"{'wf x':>5} {'IOS wf':>6}  {'ios x':>5} {'IOS ios':>7}  {'ios search s':>12}"
     )
-    print(f"device {profile.name}: {profile.summary}")
+    print(f"device {profile.name}: {profile.summary}; fusion {args.fusion} {rules.to_dict()}")
     print(header)
     print("-" * len(header))
     for name in args.models:
         graph = load_graph(name, args.cache)
-        seq_ms = simulate(graph, make_schedule(graph, "sequential"), cost).makespan_ms
-        wf_ms = simulate(graph, make_schedule(graph, "wavefront"), cost).makespan_ms
+        seq, seq_ms = run(graph, "sequential")
+        _, wf_ms = run(graph, "wavefront")
         ios_text, search_text = "  -  ", "-"
         if not args.no_ios:
             t0 = time.perf_counter()
-            ios = make_schedule(graph, "ios", ScheduleContext(cost=cost))
+            _, ios_ms = run(graph, "ios")
             search_s = time.perf_counter() - t0
-            ios_ms = simulate(graph, ios, cost).makespan_ms
             ios_text, search_text = f"{seq_ms / ios_ms:5.2f}", f"{search_s:.1f}"
         m_seq, m_wf, m_ios = IOS_V100[name]
         err = (seq_ms - m_seq) / m_seq
         print(
-            f"{name:<13} {len(graph):>4} {seq_ms:7.2f} {m_seq:7.2f} {err:+5.0%}  {seq_ms / wf_ms:5.2f} "
+            f"{name:<13} {len(graph):>4} {kernel_count(seq.graph):>4} {seq_ms:7.2f} {m_seq:7.2f} {err:+5.0%}  {seq_ms / wf_ms:5.2f} "
             f"{m_seq / m_wf:6.2f}  {ios_text} {m_seq / m_ios:7.2f}  {search_text:>12}"
             + (f"   ({NOTES[name]})" if name in NOTES else ""),
             flush=True,

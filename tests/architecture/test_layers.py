@@ -18,6 +18,7 @@ LAYERS = [
     {"cost", "frontends"},
     {"zoo", "models", "cache"},
     {"schedule"},
+    {"fusion"},
     {"memory"},
     {"budget"},
     {"runtime"},
@@ -95,6 +96,18 @@ def test_no_policy_name_tests_outside_the_registry():
         if p.name != "registry.py"
         for i, line in enumerate(p.read_text().splitlines(), 1)
         if re.search(r"policy\s*[!=]=\s*[\"']|[\"']\w+[\"']\s*[!=]=\s*policy\b", line)
+    ]
+    assert not hits, hits
+
+
+def test_one_place_decides_what_a_fusion_mode_does():
+    """Only ``fusion/plan.py`` maps a fusion mode to behaviour; nothing else tests for one."""
+    hits = [
+        f"{p.relative_to(SRC)}:{i}"
+        for p in ROOT.rglob("*.py")
+        if p.relative_to(ROOT).as_posix() != "fusion/plan.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\b(fusion\w*|mode)\s*[!=]=\s*[\"']|[\"'](none|first|stream-aware)[\"']\s*[!=]=", line)
     ]
     assert not hits, hits
 

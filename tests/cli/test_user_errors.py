@@ -54,16 +54,16 @@ def test_every_command_taking_policies_checks_them(command, tmp_path):
 
 def test_compare_json_is_strict_when_a_policy_fails(monkeypatch):
     """A policy that fails on a graph gives a row with an error and null figures, never NaN."""
-    import streamplan.app.analysis as analysis
+    import streamplan.fusion.plan as plan
 
-    real = analysis.make_schedule
+    real = plan.make_schedule
 
     def failing(graph, policy, ctx=None):
         if policy == "asap":
             raise ScheduleError("asap cannot schedule this graph")
         return real(graph, policy, ctx)
 
-    monkeypatch.setattr(analysis, "make_schedule", failing)
+    monkeypatch.setattr(plan, "make_schedule", failing)
     r = cli("compare", "seed-example2", "--policies", "sequential,asap", "--json")
     assert r.returncode == 0, r
     rows = {row["policy"]: row for row in strict_json(r.stdout)["rows"]}

@@ -28,9 +28,11 @@ def make_context(
     time_limit_s: float = 10.0,
     seed: int = 0,
     progress: ProgressFn = no_progress,
+    fusion: str = "none",
 ) -> ScheduleContext:
     """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it (with
-    ``cuda_graphs``: the schedule replayed as one CUDA graph)."""
+    ``cuda_graphs``: the schedule replayed as one CUDA graph), with the fusion mode
+    (``none``, ``first`` or ``stream-aware``) the application applies."""
     return ScheduleContext(
         max_streams=max_streams,
         cost=cost_model(device, measured, cuda_graphs=cuda_graphs),
@@ -38,6 +40,7 @@ def make_context(
         time_limit_s=time_limit_s,
         seed=seed,
         progress=progress,
+        fusion=fusion,
     )
 
 

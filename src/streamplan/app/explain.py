@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
+from streamplan.app.analysis import PolicyRun, run_policy
+from streamplan.app.fusion_note import FusionNote, fusion_note
 from streamplan.cost.bound import LatencyBound, latency_bound
 from streamplan.cost.opcost import AnalyticCostModel
 from streamplan.cost.simulate import critical_path_ms, simulate
+from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
 from streamplan.ir.analysis import max_parallelism
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
@@ -21,6 +24,7 @@ from streamplan.memory.simulated import simulated_memory
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.registry import BASELINE_POLICY
+from streamplan.schedule.verify import verify_schedule
 
 LITTLE_GAIN = 1.15  # "no schedule beats sequential by more than a few percent" below this bound
 
@@ -129,6 +133,7 @@ class ExplainResult:
     serial_peak_note: str | None
     breakdowns: tuple[MemoryBreakdown, ...] = ()
     latency: LatencyNote | None = None
+    fusion: FusionNote | None = None  # when ops were fused before scheduling
 
     def to_dict(self) -> dict[str, Any]:
         d = self.explanation.to_dict()
@@ -137,17 +142,26 @@ class ExplainResult:
         if self.breakdowns:
             d["memory_breakdown"] = {b.policy: b.to_dict() for b in self.breakdowns}
         d["latency"] = None if self.latency is None else self.latency.to_dict()
+        d["fusion_mode"] = self.run.fusion_mode
+        if self.fusion is not None:
+            d["fusion"] = self.fusion.to_dict()
         return d
 
 
 def explain_policy(
     graph: Graph, policy: str, ctx: ScheduleContext | None = None, *, vs: str | None = "sequential"
 ) -> ExplainResult:
-    """Explain ``policy``'s peaks on ``graph``; with ``vs``, compare them with that policy's."""
+    """Explain ``policy``'s peaks on ``graph``; with ``vs``, compare them with that policy's
+    schedule of the same kernels. Fused first (``ctx.fusion``), it also says which kernels
+    merged parallel branches and what the stream-aware order keeps."""
     ctx = ctx or DEFAULT_CONTEXT
     run = run_policy(graph, policy, ctx)
-    base = run_policy(graph, vs, ctx).schedule if vs and vs != policy else None
-    return explain_run(graph, run, ctx, vs_schedule=base)
+    base = None
+    if vs and vs != policy:
+        planned = FusedSchedule(run.scheduled_graph(graph), run.schedule, run.fusion)
+        base = schedule_same_kernels(graph, planned, vs, ctx)
+    result = explain_run(graph, run, ctx, vs_schedule=base)
+    return dataclasses.replace(result, fusion=fusion_note(graph, run, ctx))
 
 
 def explain_run(
@@ -160,6 +174,7 @@ def explain_run(
     """``explain_policy`` for a schedule in hand (a saved one, say)."""
     ctx = ctx or DEFAULT_CONTEXT
     ctx.progress("explaining the peaks", None, None)
+    graph = run.scheduled_graph(graph)  # the kernels, when the run was fused
     s = run.schedule
     report = analyze_memory(
         graph, s, timeline=run.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
@@ -167,9 +182,10 @@ def explain_run(
     breakdowns: tuple[MemoryBreakdown, ...] = ()
     if vs_schedule is not None:
         # both sides simulated on the same cost model, so both report a simulated peak
-        base = run_schedule(graph, vs_schedule, ctx)
+        verify_schedule(graph, vs_schedule)
+        base_timeline = simulate(graph, vs_schedule, ctx.cost)
         base_report = analyze_memory(
-            graph, vs_schedule, timeline=base.timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
+            graph, vs_schedule, timeline=base_timeline, time_limit_s=ctx.time_limit_s, progress=ctx.progress
         )
         result: PeakExplanation | PeakComparison = compare_peaks(
             graph, vs_schedule, s, base_report=base_report, other_report=report
@@ -199,7 +215,8 @@ def latency_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> LatencyN
     and what CUDA graphs would change on the same profile."""
     ctx.progress("explaining the latency", None, None)
     cost = ctx.cost
-    seq = run_policy(graph, BASELINE_POLICY, ctx)
+    # ``graph`` is what the run schedules (the kernels, when fused): no second fusion here
+    seq = run_policy(graph, BASELINE_POLICY, ctx.replace(fusion="none"))
     bound = latency_bound(graph, cost)
     width = max_parallelism(graph)
     kernels = max(1, bound.kernels)

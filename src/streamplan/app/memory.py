@@ -36,6 +36,7 @@ class MemoryAnalysis:
         d = self.report.to_dict()
         d["device"] = self.device
         d["makespan_ms"] = self.run.makespan_ms
+        d["fusion"] = self.run.fusion_mode
         if self.measured is not None:
             d["measured"] = {**self.measured.to_dict(), "op_memory": self.op_memory}
         d["host_order_trace"] = self.report.host_order.to_dict()
@@ -54,9 +55,11 @@ def analyze_run_memory(
     includes: MemoryOptions = MemoryOptions(),
     device_memory_bytes: int | None = None,
 ) -> MemoryAnalysis:
-    """Every memory figure of ``run``'s schedule; with a measured table in ``ctx.cost``, its op
-    scratch and stream workspaces go into the ``torch-cuda`` replay."""
+    """Every memory figure of ``run``'s schedule (on its kernels when it was fused); with a
+    measured table in ``ctx.cost``, its op scratch and stream workspaces go into the
+    ``torch-cuda`` replay."""
     ctx = ctx or DEFAULT_CONTEXT
+    graph = run.scheduled_graph(graph)  # the kernels, when the run was fused
     cost = ctx.cost
     op_memory = OpMemory.from_table(graph, cost.table) if isinstance(cost, MeasuredCostModel) else None
     ctx.progress("memory figures", None, None)

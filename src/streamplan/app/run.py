@@ -8,6 +8,8 @@ from typing import Any
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError
+from streamplan.fusion.plan import fusion_mode, is_fused
+from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import training_step
@@ -74,6 +76,20 @@ class RunReport:
         return self.comparison.schedule
 
     @property
+    def fusion_mode(self) -> str:
+        return fusion_mode(self.schedule)
+
+    @property
+    def fused(self) -> bool:
+        """Whether the run executed fused kernels."""
+        return is_fused(self.schedule)
+
+    @property
+    def kernels(self) -> int:
+        """Kernels one run launches (fewer than ops when the schedule runs fused kernels)."""
+        return kernel_count(self.graph)
+
+    @property
     def chaos(self) -> bool:
         return self.comparison.result.chaos
 
@@ -101,6 +117,8 @@ class RunReport:
         d["predicted_peak_bytes"] = self.simulated_peak_bytes
         d["predicted_ms"] = self.simulated.makespan_ms
         d["profile"] = self.profile
+        d["fusion"] = self.fusion_mode
+        d["kernels"] = self.kernels
         d["predicted_worst_case_peak_bytes"] = {
             "lower": self.worst_case.lower_bytes,
             "upper": self.worst_case.upper_bytes,
@@ -147,7 +165,8 @@ def run_model(
     when the caller has it. Predictions use ``ctx.cost`` (pass the profile of the
     target, ``profile_for(target)``, to compare like with like). ``train`` runs one
     training step with ``optimizer``'s update and compares its loss and gradients (or
-    updated parameters) with eager ``loss.backward()`` and ``torch.optim``.
+    updated parameters) with eager ``loss.backward()`` and ``torch.optim``. With
+    ``ctx.fusion`` the run executes fused kernels and the predictions are the kernels'.
     """
     from streamplan.memory.simulated import simulated_memory
     from streamplan.memory.worst_case import worst_case_peak

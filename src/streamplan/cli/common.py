@@ -79,6 +79,11 @@ BudgetOpt = typer.Option(
 BudgetFigureOpt = typer.Option(
     "worst_case", "--budget-figure", help="what the budget bounds: worst_case (over all timings) or arena"
 )
+FUSION_HELP = (
+    "none: schedule the ops as captured; first: fuse into kernels (as Inductor would), then "
+    "schedule; stream-aware: schedule, then fuse only along each stream's chains"
+)
+FusionOpt = typer.Option("none", "--fusion", help=FUSION_HELP)
 MeasuredOpt = typer.Option(
     None,
     "--measured",
@@ -125,6 +130,20 @@ def parse_policies(text: list[str] | None, default: str = DEFAULT_POLICIES) -> l
         raise ModelSpecError("no policy given", hint=policy_help())
     for p in items:
         policy_info(p)  # raises naming the policies
+    return list(dict.fromkeys(items))
+
+
+def parse_fusions(text: str) -> list[str]:
+    """Comma-separated fusion modes, or ``all`` for every one; an unknown mode is a user error."""
+    from streamplan.schedule.context import FUSION_MODES
+
+    items = list(FUSION_MODES) if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    bad = [m for m in items if m not in FUSION_MODES]
+    if bad or not items:
+        raise ModelSpecError(
+            f"unknown fusion mode {bad[0]!r}" if bad else "no fusion mode given",
+            hint=f"use one or more of {', '.join(FUSION_MODES)} (comma-separated), or all",
+        )
     return list(dict.fromkeys(items))
 
 

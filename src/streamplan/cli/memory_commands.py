@@ -16,6 +16,7 @@ from streamplan.cli.common import (
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
+    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
@@ -94,6 +95,7 @@ def memory_cmd(
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions, run_policy, run_schedule
@@ -112,6 +114,7 @@ def memory_cmd(
             budget=limit,
             time_limit_s=time_limit,
             progress=progress,
+            fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
@@ -161,13 +164,15 @@ def explain(
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Which tensors set the peak, which concurrency made more of them coexist, and how close any
     schedule can get to the latency bound (and why)."""
     from streamplan.app.analysis import run_policy, run_schedule
     from streamplan.app.context import make_context
-    from streamplan.app.explain import explain_run
+    from streamplan.app.explain import explain_policy, explain_run
+    from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
     from streamplan.report.views import explain_lines
     from streamplan.schedule.registry import policy_info
 
@@ -184,16 +189,21 @@ def explain(
             budget=limit,
             time_limit_s=time_limit,
             progress=progress,
+            fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
-        run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
-        base = None
-        if vs and vs.endswith(".json"):
-            base = load_schedule(vs, g)
-        elif vs and vs != run.policy:
-            base = run_policy(g, vs, ctx).schedule
-        result = explain_run(g, run, ctx, vs_schedule=base)
+        if saved is None and not (vs and vs.endswith(".json")):
+            result = explain_policy(g, policy, ctx, vs=vs)  # fused, vs schedules the same kernels
+        else:
+            run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
+            base = None
+            if vs and vs.endswith(".json"):
+                base = load_schedule(vs, g)
+            elif vs and vs != run.policy:
+                planned = FusedSchedule(run.scheduled_graph(g), run.schedule, run.fusion)
+                base = schedule_same_kernels(g, planned, vs, ctx)
+            result = explain_run(g, run, ctx, vs_schedule=base)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -222,6 +232,7 @@ def plot(
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
     force: bool = ForceOpt,
+    fusion: str = FusionOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
     from streamplan.app.analysis import memory_curve, memory_curves, run_schedule
@@ -245,6 +256,7 @@ def plot(
             budget=limit,
             time_limit_s=time_limit,
             progress=progress,
+            fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = [load_schedule(f, g) for f in schedule_files or ()]

@@ -8,6 +8,7 @@ from streamplan.cli.app import app
 from streamplan.cli.common import (
     BatchOpt,
     ForceOpt,
+    FusionOpt,
     JsonOpt,
     ModelArg,
     NoCacheOpt,
@@ -48,6 +49,7 @@ def run(
     force: bool = ForceOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
@@ -69,7 +71,9 @@ def run(
             )
         check_file(trace, force=force, protected=(model,))
     with progress_display(err) as progress:
-        ctx = make_context(device=device or profile_for(on), max_streams=max_streams, progress=progress)
+        ctx = make_context(
+            device=device or profile_for(on), max_streams=max_streams, progress=progress, fusion=fusion
+        )
         graph = load_graph(model, batch, None, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, graph) if schedule_file else None
         report = run_model(

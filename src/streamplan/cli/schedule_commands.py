@@ -7,6 +7,7 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import (
     DEFAULT_POLICIES,
+    FUSION_HELP,
     INTERVAL_NOTE,
     BatchOpt,
     BudgetFigureOpt,
@@ -15,6 +16,7 @@ from streamplan.cli.common import (
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
+    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
@@ -34,6 +36,7 @@ from streamplan.cli.common import (
     load_schedule,
     out,
     parse_budget,
+    parse_fusions,
     parse_policies,
     write_file,
 )
@@ -60,11 +63,13 @@ def schedule(
     force: bool = ForceOpt,
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Schedule a model with a policy; print it or save it as JSON."""
     from streamplan.app.context import make_context
-    from streamplan.schedule.registry import make_schedule, policy_info
+    from streamplan.fusion.plan import schedule_with_fusion
+    from streamplan.schedule.registry import policy_info
 
     policy_info(policy)  # an unknown policy fails before the capture
     if output:
@@ -78,10 +83,11 @@ def schedule(
             budget=limit,
             time_limit_s=time_limit,
             progress=progress,
+            fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         progress(f"{policy}: scheduling", None, None)
-        s = make_schedule(g, policy, ctx)
+        s = schedule_with_fusion(g, policy, ctx).schedule
     if output:
         write_file(output, s.dumps(), force=force, protected=(model,))
         if not as_json:
@@ -106,6 +112,7 @@ def verify_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
+    from streamplan.fusion.plan import graph_for_schedule, is_fused
     from streamplan.ir.fingerprint import fingerprint_mismatch
     from streamplan.ir.schedule import StreamSchedule, structure_problems
     from streamplan.schedule.verify import check_schedule
@@ -116,7 +123,10 @@ def verify_cmd(
         progress("verifying", None, None)
         mismatch = fingerprint_mismatch(s.meta, g)
         # made for another graph: say that in one line rather than list every unknown op
-        problems = [mismatch] if mismatch and structure_problems(g, s) else check_schedule(g, s)
+        if mismatch and structure_problems(g, s) and not is_fused(s):
+            problems = [mismatch]
+        else:  # the kernels, for a schedule of fused kernels
+            problems = check_schedule(graph_for_schedule(g, s).graph, s)
     if as_json:
         emit_json({"valid": not problems, "problems": problems})
     elif problems:
@@ -150,11 +160,13 @@ def simulate(
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
+    fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
     from streamplan.app.analysis import run_policy, run_schedule
     from streamplan.app.context import MeasuredCoverage, make_context
+    from streamplan.fusion.transform import kernel_count
     from streamplan.report.trace import dumps_trace
 
     if trace:
@@ -169,6 +181,7 @@ def simulate(
             budget=limit,
             time_limit_s=time_limit,
             progress=progress,
+            fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, g) if schedule_file else None
@@ -177,7 +190,7 @@ def simulate(
     if trace:
         from streamplan.memory.simulated import simulated_memory
 
-        live = simulated_memory(g, s, tl).samples
+        live = simulated_memory(run.scheduled_graph(g), s, tl).samples
         write_file(
             trace,
             dumps_trace(tl, name=f"{g.name} {s.policy}", live_bytes=live),
@@ -194,15 +207,18 @@ def simulate(
         "events": s.num_events,
         "makespan_ms": tl.makespan_ms,
         "stream_busy_ms": {str(k): v for k, v in sorted(tl.stream_busy_ms.items())},
+        "fusion": run.fusion_mode,
+        "kernels": kernel_count(run.scheduled_graph(g)),
     }
     if coverage is not None:
         result["measured"] = coverage.to_dict()
     if as_json:
         emit_json(result)
         return
+    fused = f", fusion {run.fusion_mode} ({result['kernels']} kernels)" if run.fusion is not None else ""
     out.print(
         f"{g.name} / {s.policy} on {device}{' (CUDA graph)' if cuda_graphs else ''}: makespan {fmt_ms(tl.makespan_ms)}, "
-        f"{s.num_streams} streams, {s.num_events} events"
+        f"{s.num_streams} streams, {s.num_events} events{fused}"
     )
     for k, v in sorted(tl.stream_busy_ms.items()):
         out.print(
@@ -256,6 +272,9 @@ def compare(
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
+    fusion: str = typer.Option(
+        "none", "--fusion", help="fusion modes to compare, comma-separated, or all (" + FUSION_HELP + ")"
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions, compare_policies
@@ -263,6 +282,7 @@ def compare(
     from streamplan.report.tables import compare_table
 
     names = parse_policies(policies, default="sequential" if schedule_files else DEFAULT_POLICIES)
+    modes = parse_fusions(fusion)
     includes = MemoryOptions(include_inputs, include_params)
     limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:
@@ -276,7 +296,9 @@ def compare(
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
-        rows = compare_policies(g, names, ctx, memory=memory, includes=includes, schedules=saved)
+        rows = compare_policies(
+            g, names, ctx, memory=memory, includes=includes, schedules=saved, fusions=modes
+        )
     answer = None
     if g.is_training:
         from streamplan.app.training import training_answer

@@ -28,6 +28,7 @@ from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import FileFormatError
+from streamplan.ir.fused import fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 
 SCHEMA = "streamplan.measured"
@@ -42,6 +43,8 @@ def op_signature(graph: Graph, node: Node) -> str:
         ins.append(f"{'x'.join(map(str, v.shape)) or 'scalar'}:{v.dtype}" if v is not None else "?")
     sig = f"{node.op}({','.join(ins)})"
     args = _key_args(node.attrs.get("args", ()))
+    if is_fused(node):  # a fused kernel is told apart by its parts' arguments (strides, padding...)
+        args = ";".join(a for a in (_key_args(p.attrs.get("args", ())) for p in fused_parts(node)) if a)
     if args:
         sig += f"[{args}]"
     return sig

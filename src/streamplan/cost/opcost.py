@@ -11,6 +11,9 @@ a tenth of the device while it runs (the rest is free for concurrent ops).
 Thread blocks are estimated from the output: GEMM/conv tiles of 64x64 of the implicit GEMM (M = output pixels, N = output channels) with split-K when K is
 long, 512 elements per block for everything else. View and metadata ops
 (``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing.
+A fused kernel (``streamplan.ir.fused``) is one op like any other: its FLOPs are its
+parts', its bytes its external inputs and outputs, and its anchor (the convolution
+or matmul, the reduction) decides whether it is costed as a GEMM.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from streamplan.cost.devices import DeviceProfile, get_device
 from streamplan.errors import ModelSpecError
 from streamplan.ir.dtypes import numel
+from streamplan.ir.fused import is_concat_in_place, kernel_op
 from streamplan.ir.graph import Graph, Node
 
 # Ops that only make a new tensor header (or nothing): no kernel, no device time.
@@ -101,9 +105,12 @@ def op_base_name(op: str) -> str:
 
 
 def is_view_op(graph: Graph, node: Node) -> bool:
-    """True when the op launches no kernel: a known view/metadata op, or only aliasing outputs."""
+    """True when the op launches no kernel: a known view/metadata op, only aliasing outputs, or
+    a concatenation its producers write in place."""
     if node.mutates:
         return False
+    if is_concat_in_place(node):
+        return True
     if op_base_name(node.op) in VIEW_OPS:
         return True
     if node.outputs and all(graph.values[o].is_alias for o in node.outputs if o in graph.values):
@@ -203,7 +210,7 @@ class AnalyticCostModel(CostModel):
         if is_view_op(graph, node):
             return 0.0
         d = self.device
-        gemm = op_base_name(node.op) in GEMM_OPS
+        gemm = op_base_name(kernel_op(node)) in GEMM_OPS  # a fused kernel costs as its anchor's class
         peak = d.peak(self._precision(graph, node, gemm))
         eff = d.gemm_efficiency if gemm else d.vector_efficiency
         compute_s = node.flops / (peak * eff)
@@ -220,7 +227,7 @@ class AnalyticCostModel(CostModel):
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
             return 0.0
-        blocks, slots = self._blocks(graph, node, op_base_name(node.op) in GEMM_OPS)
+        blocks, slots = self._blocks(graph, node, op_base_name(kernel_op(node)) in GEMM_OPS)
         return min(self.device.max_op_fraction, blocks / slots)
 
     def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
@@ -239,7 +246,7 @@ class AnalyticCostModel(CostModel):
             return "fp16"
         if dtype == "bfloat16":
             return "bf16"
-        if self.device.conv_tf32 and op_base_name(node.op) in CONV_OPS:
+        if self.device.conv_tf32 and op_base_name(kernel_op(node)) in CONV_OPS:
             return "tf32"
         return "fp32"
 
@@ -318,6 +325,6 @@ def _gemm_columns(graph: Graph, node: Node) -> int:
     shape = graph.values[node.outputs[0]].shape
     if not shape:
         return 1
-    if op_base_name(node.op) in CONV_OPS and len(shape) >= 2:
+    if op_base_name(kernel_op(node)) in CONV_OPS and len(shape) >= 2:
         return shape[1]
     return shape[-1]

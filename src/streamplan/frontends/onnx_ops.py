@@ -328,7 +328,7 @@ def _slice(cv, node) -> None:
 
 @op("Pad")
 def _pad(cv, node) -> None:
-    mode = cv.attr("mode", "constant")
+    pad_mode = cv.attr("mode", "constant")
     pads = list(cv.attr("pads")) if cv.opset < 11 else cv.ints(1, "pads")
     rank = len(cv.shape(0))
     axes = cv.ints(3, "axes") if cv.has(3) else list(range(rank))
@@ -336,8 +336,8 @@ def _pad(cv, node) -> None:
     full = [0] * (2 * rank)
     for k, a in enumerate(axes):
         full[a % rank], full[rank + a % rank] = pads[k], pads[n + k]
-    if mode != "constant":
-        cv.fail(f"Pad in {mode} mode", "only constant padding is supported")
+    if pad_mode != "constant":
+        cv.fail(f"Pad in {pad_mode} mode", "only constant padding is supported")
     value = cv.attr("value", 0.0) if cv.opset < 11 else (cv.const(2) if cv.has(2) else 0.0)
     value = float(np.asarray(value).reshape(-1)[0]) if np.asarray(value).size else 0.0
     torch_pads = [p for i in reversed(range(rank)) for p in (full[i], full[rank + i])]

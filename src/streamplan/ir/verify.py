@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamplan.errors import GraphError
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
+from streamplan.ir.fused import fused_problems, is_fused
 from streamplan.ir.graph import ROLES, VALUE_KINDS, Graph
 
 MAX_BYTES = 1 << 50  # a PiB: no tensor of a real model comes near
@@ -17,7 +18,8 @@ def verify(graph: Graph) -> Graph:
     written by at most one node and read only after it is written (the node order is
     topological, so the graph is acyclic); inputs/params are never written; aliases
     point at an existing storage root; kinds and dtypes are known; outputs exist;
-    roles name storage roots and are known roles.
+    roles name storage roots and are known roles; a fused kernel's parts read only its
+    inputs and each other's outputs and write its outputs.
     """
     seen_nodes: set[str] = set()
     for n in graph.nodes:
@@ -109,6 +111,10 @@ def verify(graph: Graph) -> Graph:
             written[vid] = n.id
             if graph.values[vid].kind in ("input", "param", "buffer"):
                 _fail(graph, n.id, f"node {n.id!r} writes {vid!r} of kind {graph.values[vid].kind}", None)
+        if is_fused(n):
+            problems = fused_problems(n)
+            if problems:
+                _fail(graph, n.id, problems[0], "rebuild the fused graph with streamplan.fusion")
 
     for vid in graph.outputs:
         if vid not in written:

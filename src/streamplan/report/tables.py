@@ -24,19 +24,34 @@ def _worst(mem: MemoryReport) -> str:
     return f"[{_mib(wc.lower_bytes)}, {_mib(wc.upper_bytes)}]"
 
 
+def _fused(rows: Sequence[PolicyRow]) -> bool:
+    return any(r.fused for r in rows)
+
+
+def _label(r: PolicyRow, fused: bool) -> list[str]:
+    """The row's first cells: the policy, and (when any row is fused) its fusion and kernels."""
+    if not fused:
+        return [r.policy]
+    return [r.policy, r.fusion, str(r.kernels) if not r.error else "-"]
+
+
 def latency_table(graph: Graph, rows: Sequence[PolicyRow], device: str) -> Table:
     t = Table(title=f"{graph.name}: schedules simulated on {device}", show_edge=False)
+    fused = _fused(rows)
     t.add_column("policy")
+    if fused:
+        t.add_column("fusion")
+        t.add_column("kernels", justify="right")
     for col in ("streams", "events", "latency", "speedup", "bound", "x bound", "search"):
         t.add_column(col, justify="right")
     for r in rows:
         bound = fmt_ms(r.bound_ms) if r.bound_ms is not None else "-"
         if r.error:
-            t.add_row(r.policy, "-", "-", "-", "-", bound, "-", "error")
+            t.add_row(*_label(r, fused), "-", "-", "-", "-", bound, "-", "error")
             continue
         ratio = r.bound_ratio
         t.add_row(
-            r.policy,
+            *_label(r, fused),
             str(r.streams),
             str(r.events),
             fmt_ms(r.makespan_ms),
@@ -54,17 +69,21 @@ def latency_table(graph: Graph, rows: Sequence[PolicyRow], device: str) -> Table
 
 def memory_table(graph: Graph, rows: Sequence[PolicyRow], includes: str) -> Table:
     t = Table(title=f"{graph.name}: peak memory in MiB ({includes})", show_edge=False)
+    fused = _fused(rows)
     t.add_column("policy")
+    if fused:
+        t.add_column("fusion", no_wrap=True, min_width=12)
     for col in ("host-order", "worst-case", "simulated", "torch alloc", "torch resv", "arena", "arena LB"):
         t.add_column(col, justify="right")
     for r in rows:
         m = r.memory
+        label = _label(r, fused)[:2]
         if r.error or not m:
-            t.add_row(r.policy, *["-"] * 7)
+            t.add_row(*label, *["-"] * 7)
             continue
         tc = m.torch_cuda or {}
         t.add_row(
-            r.policy,
+            *label,
             _mib(m.host_order_peak_bytes),
             _worst(m),
             _mib(m.simulated_peak_bytes),

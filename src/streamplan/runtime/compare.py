@@ -152,7 +152,8 @@ def run_and_compare(
     ``model`` is a model spec (zoo name, ``random:N``, graph ``.json``, ``file.py:fn``)
     or ``(module, example_inputs)``. ``graph`` skips capture when the caller already
     has the captured graph of that module. ``ctx`` is the scheduling context of
-    ``policy``. ``track_allocations`` measures each op's scratch before the run
+    ``policy``, whose ``fusion`` mode says whether the kernels run fused
+    (``Comparison.graph`` is then the graph of kernels; the reference stays eager). ``track_allocations`` measures each op's scratch before the run
     (``Comparison.op_memory``) so the caller can predict what the kernels allocate;
     on the CPU the run then counts those allocations in one more run. ``schedule``
     runs a given (e.g. saved) schedule instead of making one with ``policy``; it is
@@ -160,9 +161,9 @@ def run_and_compare(
     ``optimizer``'s update) and compares its loss and gradients, or updated parameters,
     with eager ``loss.backward()`` and ``torch.optim`` (``runtime/training.py``).
     """
+    from streamplan.fusion.plan import graph_for_schedule, schedule_with_fusion
     from streamplan.runtime.execute import run
     from streamplan.runtime.op_timing import op_scratch_bytes, stream_workspace_bytes
-    from streamplan.schedule.registry import make_schedule
     from streamplan.schedule.verify import verify_schedule
 
     prepared = None
@@ -173,14 +174,16 @@ def run_and_compare(
         prepared = prepare_training(
             model, optimizer=optimizer, batch=batch, graph=graph, seed=seed, device=device
         )
-        name, graph = prepared.name, prepared.graph
+        name, source = prepared.name, prepared.graph
     else:
-        name, module, inputs, graph = _load(model, batch, graph)
+        name, module, inputs, source = _load(model, batch, graph)
     if schedule is None:
-        schedule = make_schedule(graph, policy, ctx)
+        planned = schedule_with_fusion(source, policy, ctx)  # fused as ctx.fusion says
     else:
-        verify_schedule(graph, schedule)
+        planned = graph_for_schedule(source, schedule)
+        verify_schedule(planned.graph, planned.schedule)
         policy = schedule.policy
+    graph, schedule = planned.graph, planned.schedule
     reference = "eager"
     if prepared is not None:
         params, env_inputs, ref = prepared.params, prepared.inputs, prepared.reference
@@ -199,15 +202,15 @@ def run_and_compare(
                 where=name,
                 hint="the model fails without streamplan too; fix it or its example inputs",
             ) from e
-    elif graph.meta.get("source") == "onnx":  # the file's weights; onnxruntime is the reference
+    elif source.meta.get("source") == "onnx":  # the file's weights; onnxruntime is the reference
         from streamplan.runtime.onnx_reference import onnx_run_inputs
 
-        env_inputs, params, ref = onnx_run_inputs(graph, seed)
+        env_inputs, params, ref = onnx_run_inputs(source, seed)
         reference = "onnxruntime"
-    else:
+    else:  # the graph as captured gives the reference and, by value id, every leaf tensor
         params = None
-        env_inputs = None
-        ref = _graph_order_reference(graph, seed)
+        env_inputs = initial_env(source, None, None, seed=seed)
+        ref = _graph_order_reference(source, env=dict(env_inputs))
     op_memory = None
     if track_allocations:  # before the run: the CUDA run starts from an emptied cache
         scratch_params = {k: v.clone() for k, v in params.items()} if params and train else params
@@ -278,11 +281,14 @@ def _capture_named(module: Any, inputs: Any, name: str) -> Graph:
     return capture(module, inputs, name=name)
 
 
-def _graph_order_reference(graph: Graph, seed: int) -> tuple[Any, ...]:
-    """Eager op-by-op execution in graph order (the reference for graph-only models)."""
+def _graph_order_reference(
+    graph: Graph, seed: int = 0, *, env: dict[str, Any] | None = None
+) -> tuple[Any, ...]:
+    """Eager op-by-op execution in graph order (the reference for graph-only models), from
+    the leaf tensors ``env`` or seeded random ones."""
     from streamplan.runtime.interpret import call_node
 
-    env = initial_env(graph, None, None, seed=seed)
+    env = initial_env(graph, None, None, seed=seed) if env is None else env
     with torch.no_grad():
         for node in graph.nodes:
             env.update(zip(node.outputs, call_node(node, env, "cpu"), strict=True))

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from streamplan.errors import ExecutionError, UnsupportedError
 from streamplan.frontends.argcodec import decode
+from streamplan.ir.fused import fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 
 RANDOM_OP_SEED = 20261203
@@ -62,7 +63,8 @@ def resolve_op(op: str) -> Callable[..., Any]:
 def check_supported(graph: Graph) -> None:
     """Raise one ``UnsupportedError`` listing every op of ``graph`` torch cannot resolve."""
     bad = []
-    for op in sorted({n.op for n in graph.nodes}):
+    ops = {n.op for n in graph.nodes if not is_fused(n)} | {p.op for n in graph.nodes for p in fused_parts(n)}
+    for op in sorted(ops):
         try:
             resolve_op(op)
         except UnsupportedError:
@@ -76,7 +78,14 @@ def check_supported(graph: Graph) -> None:
 
 
 def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[Any, ...]:
-    """Run ``node`` on the tensors in ``env``; return its outputs in ``node.outputs`` order."""
+    """Run ``node`` on the tensors in ``env``; return its outputs in ``node.outputs`` order.
+
+    A fused kernel runs its parts in order (``runtime.fused``).
+    """
+    if is_fused(node):
+        from streamplan.runtime.fused import call_fused
+
+        return call_fused(node, env, device, call_node)
     fn = resolve_op(node.op)
     try:
         args = decode(node.attrs.get("args", []), env, device=device)

@@ -3,8 +3,10 @@
 Every policy is ``policy(graph, ctx) -> StreamSchedule``. The context carries the
 stream cap, the cost model (an analytic device profile or a measured table, so
 searches such as IOS use measured costs when they are given), a memory budget, a
-time limit for searches, a seed, a progress callback, and the policy's own tunables
-(``options``, checked against what the policy declares in the registry).
+time limit for searches, a seed, a progress callback, the policy's own tunables
+(``options``, checked against what the policy declares in the registry), and how
+operator fusion and scheduling are combined (``fusion``: applied by
+``streamplan.fusion.schedule_with_fusion``; ``make_schedule`` itself never fuses).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from streamplan.progress import ProgressFn, no_progress
 
 BudgetFigure = Literal["worst_case", "arena"]
 BUDGET_FIGURES: tuple[str, ...] = ("worst_case", "arena")
+# none: schedule the ops as captured; first: fuse, then schedule the kernels; stream-aware:
+# schedule, then fuse only along each stream's own chains (docs/fusion.md)
+FUSION_MODES: tuple[str, ...] = ("none", "first", "stream-aware")
 
 
 _UNITS = {
@@ -106,6 +111,10 @@ class MemoryBudget:
 class ScheduleContext:
     """What any policy may need: stream cap, cost model, budget, time limit, seed, progress.
 
+    ``fusion`` says how fusion and scheduling combine (``FUSION_MODES``); the
+    application and the runtime apply it through ``streamplan.fusion``, and a policy
+    may read it (under ``first`` it is handed the fused graph).
+
     ``cost`` accepts a ``CostModel``, a device profile or its name (``"v100"``...).
     ``options`` are the policy's own tunables (IOS's ``r``, ``s``, ``block_ops``...);
     a policy rejects an option it does not declare.
@@ -118,6 +127,7 @@ class ScheduleContext:
     seed: int = 0
     progress: ProgressFn = field(default=no_progress, compare=False)
     options: Mapping[str, Any] = field(default_factory=FrozenDict)
+    fusion: str = "none"
 
     def __post_init__(self) -> None:
         if (
@@ -135,6 +145,10 @@ class ScheduleContext:
                 )
             object.__setattr__(self, "cost", resolve_cost(self.cost))
         object.__setattr__(self, "options", freeze(self.options))
+        if self.fusion not in FUSION_MODES:
+            raise ScheduleError(
+                f"unknown fusion mode {self.fusion!r}", hint=f"use one of {', '.join(FUSION_MODES)}"
+            )
 
     def replace(self, **changes: Any) -> ScheduleContext:
         return dataclasses.replace(self, **changes)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from streamplan.cost.measured import MeasuredTable, op_signature
 from streamplan.cost.opcost import op_base_name
+from streamplan.ir.fused import kernel_op
 from streamplan.ir.graph import Graph
 
 # ops that call cuBLAS/cuBLASLt on CUDA (convolutions go to cuDNN, whose workspaces are scratch)
@@ -57,7 +58,7 @@ class OpMemory:
             n = table.scratch_bytes.get(op_signature(graph, node), 0)
             if n > 0:
                 scratch[node.id] = n
-        blas = frozenset(n.id for n in graph.nodes if op_base_name(n.op) in BLAS_OPS)
+        blas = frozenset(n.id for n in graph.nodes if op_base_name(kernel_op(n)) in BLAS_OPS)
         return OpMemory(scratch, table.stream_workspace_bytes, blas)
 
     @property
