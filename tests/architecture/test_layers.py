@@ -19,6 +19,7 @@ LAYERS = [
     {"zoo", "models"},
     {"schedule"},
     {"memory"},
+    {"remat"},
     {"runtime"},
     {"app"},
     {"report"},

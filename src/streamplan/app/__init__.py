@@ -2,8 +2,9 @@
 
 Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
-(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``). ``make_context``
-builds the ``ScheduleContext`` they take from a device profile (and a measured table).
+(``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``), ``plan_remat``
+(``remat``). ``make_context`` builds the ``ScheduleContext`` they take from a device
+profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
 
@@ -20,6 +21,7 @@ from streamplan.app.analysis import (
 from streamplan.app.context import MeasuredCoverage, cost_model, make_context
 from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy, explain_run
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
+from streamplan.app.remat import RematPlan, plan_remat
 from streamplan.app.run import RunReport, profile_for, run_model
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "MemoryOptions",
     "PolicyRow",
     "PolicyRun",
+    "RematPlan",
     "RunReport",
     "SimulatedNote",
     "analyze_run_memory",
@@ -39,6 +42,7 @@ __all__ = [
     "explain_run",
     "make_context",
     "memory_curves",
+    "plan_remat",
     "profile_for",
     "run_model",
     "run_policy",

@@ -8,7 +8,13 @@ One module per group of commands; each registers its commands on ``app``.
 from __future__ import annotations
 
 # importing the command modules registers their commands, in the order --help lists them
-from streamplan.cli import graph_commands, memory_commands, run_commands, schedule_commands  # noqa: E402, F401, I001
+from streamplan.cli import (  # noqa: E402, F401, I001
+    graph_commands,
+    memory_commands,
+    remat_commands,  # noqa: E402, F401, I001
+    run_commands,
+    schedule_commands,
+)
 from streamplan.cli.app import app
 from streamplan.cli.common import err, out
 

@@ -88,7 +88,7 @@ def solve_exact(
     t0 = time.perf_counter()
     p = problem
     if hint is not None:
-        hint = normalize(p, tuple(hint), moves=False)
+        hint = normalize(p, _originals_in_order(p, tuple(hint)), moves=False)
     try:
         model = _Formulation(p, target_bytes, chain_depth, hint)
     except _Infeasible as e:
@@ -117,7 +117,7 @@ class _Formulation:
         cap = (target_bytes - p.resident_bytes) // unit
         if cap < 0:
             raise _Infeasible("the resident bytes alone exceed the target")
-        self.size = size = [b // unit for b in p.size]
+        self.size = [b // unit for b in p.size]
         self.R: dict[tuple[int, int], int] = {}
         for t, ops in enumerate(self.cands.recompute):
             for i in ops:
@@ -283,7 +283,6 @@ class _Formulation:
         """A full starting solution from a plan whose originals keep the reference order (None
         when the plan does not fit the model's candidates)."""
         p = self.p
-        plan = normalize(p, tuple(plan), moves=False)
         x = [0.0] * len(self.milp.lb)
         stage, seen = -1, set()
         current: dict[int, int] = {}  # storage -> the stage its current copy was written in
@@ -416,6 +415,24 @@ class _Candidates:
         self.need_until = need_until  # storage -> last stage some op may read it
 
 
+def _originals_in_order(p: RematProblem, plan: tuple[int, ...]) -> tuple[int, ...]:
+    """The plan with every op's first run back at its place in the reference order (an op the
+    plan moved later runs at its place and again where it was moved to): the model's form."""
+    out: list[int] = []
+    ran: set[int] = set()
+    nxt = 0
+    for k in plan:
+        if k in ran:
+            out.append(k)
+            continue
+        while nxt <= k:
+            if nxt not in ran:
+                out.append(nxt)
+                ran.add(nxt)
+            nxt += 1
+    return tuple(out)
+
+
 def _recomputations_of(plan: tuple[int, ...]) -> list[tuple[int, int]]:
     """(stage, op) of every recomputation in a plan whose originals keep the reference order."""
     out, stage, seen = [], -1, set()
@@ -458,3 +475,21 @@ def _candidates(p: RematProblem, depth: int, extra: list[tuple[int, int]] | tupl
             for u in p.reads[i]:
                 need_until[u] = max(need_until[u], t)
     return _Candidates(recompute, need_until)
+
+
+def solve_exact_started(
+    problem: RematProblem,
+    target_bytes: int,
+    *,
+    time_limit_s: float = 10.0,
+    hint: tuple[int, ...] | None = None,
+    **kwargs: object,
+) -> SolverResult:
+    """``solve_exact`` started from the scalable solver's plan (or ``hint``): the search begins
+    at a good plan and the proven gap measures how far that plan, or a better one, can be."""
+    if hint is None:
+        from streamplan.remat.scalable import solve_scalable
+
+        start = solve_scalable(problem, target_bytes, time_limit_s=max(0.1, time_limit_s / 4))
+        hint = start.sequence
+    return solve_exact(problem, target_bytes, time_limit_s=time_limit_s, hint=hint, **kwargs)

@@ -142,7 +142,8 @@ class RematProblem:
                 readers[s].append(k)
             cost_ms.append(max(0.0, float(cost.op_time_ms(graph, node))))
             eligible = all(
-                s not in outputs and s not in mutated and s not in bad_view for s in (counted[c] for c in created)
+                s not in outputs and s not in mutated and s not in bad_view
+                for s in (counted[c] for c in created)
             )
             recomputable.append(
                 bool(created)

@@ -65,7 +65,10 @@ def heuristic_result(
     stats = evaluate(problem, seq)
     if stats.peak_bytes > target_bytes:
         return SolverResult.none(
-            solver, "missed", solve_time_s, note=f"its plan peaks at {stats.peak_bytes} bytes, over the target"
+            solver,
+            "missed",
+            solve_time_s,
+            note=f"its plan peaks at {stats.peak_bytes} bytes, over the target",
         )
     return SolverResult(
         solver=solver,

@@ -58,7 +58,16 @@ def random_train_dag(n: int, seed: int = 0, *, batch: int = 1, dtype: str = "flo
     def add_node(nid: str, op: str, ins: list[str], args: list, kwargs: dict, flops: int) -> str:
         out = new_value(f"{nid}.out")
         nodes.append(
-            Node(nid, op, tuple(ins), (out,), {"args": args, "kwargs": kwargs}, flops, like.nbytes * len(ins), like.nbytes)
+            Node(
+                nid,
+                op,
+                tuple(ins),
+                (out,),
+                {"args": args, "kwargs": kwargs},
+                flops,
+                like.nbytes * len(ins),
+                like.nbytes,
+            )
         )
         return out
 
@@ -78,7 +87,12 @@ def random_train_dag(n: int, seed: int = 0, *, batch: int = 1, dtype: str = "flo
         g = parts[0]
         for k, part in enumerate(parts[1:], start=1):
             g = add_node(
-                f"gsum_{node.id}_{k}", "aten.add.Tensor", [g, part], [tensor_ref(g), tensor_ref(part)], {}, numel
+                f"gsum_{node.id}_{k}",
+                "aten.add.Tensor",
+                [g, part],
+                [tensor_ref(g), tensor_ref(part)],
+                {},
+                numel,
             )
         acts = [i for i in node.inputs if values[i].kind in ("activation", "input")]
         first = acts[0] if acts else x
@@ -96,7 +110,9 @@ def random_train_dag(n: int, seed: int = 0, *, batch: int = 1, dtype: str = "flo
     parts = grads.get(x, [])
     out = parts[0]
     for k, part in enumerate(parts[1:], start=1):
-        out = add_node(f"gsum_x_{k}", "aten.add.Tensor", [out, part], [tensor_ref(out), tensor_ref(part)], {}, numel)
+        out = add_node(
+            f"gsum_x_{k}", "aten.add.Tensor", [out, part], [tensor_ref(out), tensor_ref(part)], {}, numel
+        )
     return Graph(
         f"random-train:{n}:{seed}",
         tuple(nodes),
