@@ -38,7 +38,7 @@ from collections import defaultdict
 from streamplan.remat.problem import RematProblem, normalize
 from streamplan.remat.solution import SolverResult, heuristic_result
 
-DEFAULT_CHAIN_DEPTH = 4
+DEFAULT_CHAIN_DEPTH = 2
 
 
 class _Infeasible(Exception):

@@ -31,6 +31,7 @@ from streamplan.remat.problem import RematProblem, evaluate, normalize
 from streamplan.remat.solution import SolverResult, heuristic_result
 
 MAX_SPLITS_PER_OP = 20
+MAX_TRIED = 64  # splits weighed per step once one that fits is found (the cheapest-looking first)
 MAX_CHAIN_OPS = 256  # longer recomputation chains are never worth it (and slow to search)
 
 
@@ -79,6 +80,11 @@ class _Stages:
         self.birth = np.zeros(cap, dtype=np.int64)
         self.death = np.zeros(cap, dtype=np.int64)
         self.splittable = np.zeros(cap, dtype=bool)
+        self.storage_of = np.zeros(cap, dtype=np.int64)
+        # per storage: its own op's time per byte, a lower bound on any split's ratio
+        self.op_ratio = np.array(
+            [p.cost_ms[p.creator[s]] / max(1, p.size[s]) for s in range(len(p.storage_ids))], dtype=np.float64
+        )
         self.entering = np.full(n, p.resident_bytes, dtype=np.int64)
         self.local = np.array([sum(p.size[w] for w in p.writes[q]) for q in range(n)], dtype=np.int64)
         self.chain_ops: list[set[int]] = [set() for _ in range(n)]  # stage -> ops recomputed there
@@ -97,7 +103,7 @@ class _Stages:
     # -- copies -----------------------------------------------------------------------
     def _add(self, c: _Copy) -> None:
         if len(self.copies) == len(self.birth):
-            for name in ("birth", "death", "splittable"):
+            for name in ("birth", "death", "splittable", "storage_of"):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
         c.slot = len(self.copies)
@@ -108,6 +114,7 @@ class _Stages:
         s = c.storage
         self.birth[c.slot] = c.birth
         self.death[c.slot] = c.death
+        self.storage_of[c.slot] = s
         self.splittable[c.slot] = self.p.droppable[s] and not self.p.persistent[s] and self.p.size[s] > 0
         self.entering[c.birth + 1 : c.death + 1] += self.p.size[s]
 
@@ -169,13 +176,26 @@ class _Stages:
         raise _NoSplit("too many splits")
 
     def _best_split(self, at: int, target: int, peak: int):
+        """The split with the least time per byte whose stage still fits (else that lowers the
+        peak at all). Candidates are tried in order of a lower bound on that ratio — their own
+        op's time per byte — so the search stops as soon as no untried one can win."""
         p = self.p
         m = len(self.copies)
-        mask = (self.birth[:m] < at) & (self.death[:m] > at) & self.splittable[:m]
+        slots = np.nonzero((self.birth[:m] < at) & (self.death[:m] > at) & self.splittable[:m])[0]
+        if not len(slots):
+            return None
+        bound = self.op_ratio[self.storage_of[slots]]
         read_here = set(p.reads[at])
         best, best_key = None, None
-        for slot in np.nonzero(mask)[0]:
-            c = self.copies[int(slot)]
+        tried = 0
+        for j in np.argsort(bound, kind="stable"):
+            if best_key is not None and not best_key[0]:
+                if bound[j] > best_key[1]:
+                    break  # even its own op alone costs more per byte than the best split that fits
+                if tried >= MAX_TRIED:
+                    break  # a split that fits is in hand: do not weigh hundreds more
+            tried += 1
+            c = self.copies[int(slots[j])]
             if c.storage in read_here:
                 continue
             after = [r for r in c.readers if r > at]
@@ -259,20 +279,68 @@ class _Stages:
 
 
 def _prune(problem: RematProblem, seq: tuple[int, ...], target: int, deadline: float) -> tuple[int, ...]:
-    """Drop recomputations the plan does not need (costliest first) while it stays under ``target``."""
+    """Drop recomputations the plan does not need (costliest first) while it stays under ``target``.
+
+    Dropping the recomputation at step i lets its readers use the copy before it, which
+    then also lives over the steps between its last reader and i: the drop is kept when
+    the live bytes there still fit. (The inputs the recomputation read may die earlier
+    too; not counting that only makes the check safe.)"""
+    p = problem
+    n_steps = len(seq)
+    birth: list[int] = []
+    death: list[int] = []
+    size: list[int] = []
+    prev: list[int] = []  # the copy of the same storage before this one (-1: none)
+    written_at: list[list[int]] = [[] for _ in range(n_steps)]
+    current: dict[int, int] = {}
+    for i, k in enumerate(seq):
+        for s in p.reads[k]:
+            death[current[s]] = i
+        for s in p.writes[k]:
+            c = len(birth)
+            prev.append(current.get(s, -1))
+            current[s] = c
+            birth.append(i)
+            death.append(n_steps - 1 if p.persistent[s] else i)
+            size.append(p.size[s])
+            written_at[i].append(c)
+    delta = np.zeros(n_steps + 1, dtype=np.int64)
+    for b, d, nb in zip(birth, death, size, strict=True):
+        delta[b] += nb
+        delta[d + 1] -= nb
+    profile = np.cumsum(delta)[:n_steps] + p.resident_bytes
     seen: set[int] = set()
     steps = []
     for i, k in enumerate(seq):
         if k in seen:
             steps.append(i)
         seen.add(k)
-    steps.sort(key=lambda i: -problem.cost_ms[seq[i]])
+    steps.sort(key=lambda i: -p.cost_ms[seq[i]])
     removed: set[int] = set()
+    nxt = {c: -1 for c in range(len(birth))}
+    for c, pc in enumerate(prev):
+        if pc >= 0:
+            nxt[pc] = c
     for i in steps:
         if time.perf_counter() > deadline:
             break
-        trial = tuple(k for j, k in enumerate(seq) if j not in removed and j != i)
-        if evaluate(problem, trial).peak_bytes <= target:
-            removed.add(i)
+        copies = written_at[i]
+        if any(prev[c] < 0 for c in copies):
+            continue
+        add = np.zeros(n_steps, dtype=np.int64)
+        for c in copies:
+            add[death[prev[c]] + 1 : i] += size[c]
+        if int((profile + add).max()) > target:
+            continue
+        profile += add
+        removed.add(i)
+        for c in copies:  # the copy before takes over this one's readers and successor
+            pc = prev[c]
+            death[pc] = max(death[pc], death[c])
+            n = nxt[c]
+            nxt[pc] = n
+            if n >= 0:
+                prev[n] = pc
     out = tuple(k for j, k in enumerate(seq) if j not in removed)
-    return normalize(problem, out)
+    out = normalize(problem, out)
+    return out if evaluate(problem, out).peak_bytes <= target else seq

@@ -296,7 +296,8 @@ def _below_floor(budget_bytes: int, floor: PeakFloor, s: _Search, base: Candidat
     smallest = s.smallest or base
     found = f"the smallest worst-case peak found is {fmt_mib(smallest.peak_bytes)}"
     if smallest is not base:
-        found += f" ({smallest.recomputed_ops} recomputations, {s.policy})"
+        n = smallest.recomputed_ops
+        found += f" ({n} recomputation{'s' if n != 1 else ''}, {s.policy})"
     else:
         found += f" (no rematerialization, {s.policy})"
     return BudgetError(
