@@ -38,7 +38,16 @@ def raf_conv_pool() -> Graph:
     def op(name: str, aten: str, ins: list[str], args: list, flops: int) -> str:
         values[name] = Value(name, RAF_SHAPE, "float32", RAF_DATA_BYTES, "activation")
         nodes.append(
-            Node(name, aten, tuple(ins), (name,), {"args": args, "kwargs": {}}, flops, RAF_DATA_BYTES * len(ins), RAF_DATA_BYTES)
+            Node(
+                name,
+                aten,
+                tuple(ins),
+                (name,),
+                {"args": args, "kwargs": {}},
+                flops,
+                RAF_DATA_BYTES * len(ins),
+                RAF_DATA_BYTES,
+            )
         )
         return name
 
@@ -46,13 +55,33 @@ def raf_conv_pool() -> Graph:
         return tensor_ref(v)
 
     numel = 16 * 16 * 64 * 64
-    op("a1", "aten.convolution.default", ["x", "w"], [ref("x"), ref("w"), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1], 2 * numel * 16 * 9)
+    op(
+        "a1",
+        "aten.convolution.default",
+        ["x", "w"],
+        [ref("x"), ref("w"), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
+        2 * numel * 16 * 9,
+    )
     for i in (2, 3, 4):
-        op(f"a{i}", "aten.max_pool2d.default", [f"a{i - 1}"], [ref(f"a{i - 1}"), [3, 3], [1, 1], [1, 1]], numel * 9)
+        op(
+            f"a{i}",
+            "aten.max_pool2d.default",
+            [f"a{i - 1}"],
+            [ref(f"a{i - 1}"), [3, 3], [1, 1], [1, 1]],
+            numel * 9,
+        )
     grad = {"a5": ("a3", "a4", "a4"), "a6": ("a2", "a3", "a5"), "a7": ("a1", "a2", "a6")}
     for name, (x, y, dy) in grad.items():  # RAF's max_pool2d_dx(x, y, dy)
-        op(name, "aten.addcmul.default", list(dict.fromkeys([dy, x, y])), [ref(dy), ref(x), ref(y)], 2 * numel)
-    op("a8", "aten.addcmul.default", ["a7", "x", "a1"], [ref("a7"), ref("x"), ref("a1")], 2 * numel)  # conv2d_dx
+        op(
+            name,
+            "aten.addcmul.default",
+            list(dict.fromkeys([dy, x, y])),
+            [ref(dy), ref(x), ref(y)],
+            2 * numel,
+        )
+    op(
+        "a8", "aten.addcmul.default", ["a7", "x", "a1"], [ref("a7"), ref("x"), ref("a1")], 2 * numel
+    )  # conv2d_dx
     op("a9", "aten._softmax.default", ["a8"], [ref("a8"), -1, False], 5 * numel)
     return Graph("raf-conv-pool", tuple(nodes), values, ("x",), ("w",), ("a9",), param_names={})
 

@@ -13,7 +13,6 @@ from helpers.dags import diamond, random_dags
 from helpers.remat import random_plan, train_dags
 from streamplan.cost.opcost import FakeCostModel
 from streamplan.errors import GraphError
-from streamplan.frontends.builder import GraphBuilder
 from streamplan.ir.graph import Node
 from streamplan.ir.serialize import dumps, loads
 from streamplan.ir.verify import verify
@@ -56,13 +55,29 @@ def test_json_round_trip_keeps_marks_and_ordering():
 def test_ordering_edges_are_dependencies_everywhere():
     g2 = rewrite(_problem(diamond()), (0, 1, 0, 2, 3))
     assert "n1" in g2.predecessors("n0_remat1")
-    bad = g2.replace(nodes=tuple(n if n.id != "n1" else Node(**{**_fields(n), "after": ("n3",)}) for n in g2.nodes))
+    bad = g2.replace(
+        nodes=tuple(n if n.id != "n1" else Node(**{**_fields(n), "after": ("n3",)}) for n in g2.nodes)
+    )
     with pytest.raises(GraphError, match="not an earlier node"):
         verify(bad)
 
 
 def _fields(n):
-    return {f: getattr(n, f) for f in ("id", "op", "inputs", "outputs", "attrs", "flops", "bytes_read", "bytes_written", "mutates", "after")}
+    return {
+        f: getattr(n, f)
+        for f in (
+            "id",
+            "op",
+            "inputs",
+            "outputs",
+            "attrs",
+            "flops",
+            "bytes_read",
+            "bytes_written",
+            "mutates",
+            "after",
+        )
+    }
 
 
 def test_a_mark_must_name_an_original_with_the_same_op():

@@ -73,12 +73,14 @@ def remat(
     from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.remat import plan_remat
+    from streamplan.remat.budget import parse_budget
     from streamplan.remat.solvers import solver_info
     from streamplan.report.remat import remat_lines
     from streamplan.schedule.registry import policy_info
 
     policy_info(policy)
     solver_info(solver)
+    parse_budget(budget, baseline_bytes=1)  # a budget that cannot be read fails before any work
     for path in (output, schedule_out):
         if path:
             check_file(path, force=force, protected=(model,))

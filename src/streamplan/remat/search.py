@@ -46,7 +46,7 @@ from streamplan.remat.solvers import DEFAULT_SOLVER, solve, solver_info
 from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
 from streamplan.schedule.registry import make_schedule
 
-DEFAULT_LEVELS = 8
+DEFAULT_LEVELS = 12
 DEFAULT_ROUNDS = 2
 POLICY_ORDER = "policy order"
 ONE_STREAM_ORDER = "one-stream order"
