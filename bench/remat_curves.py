@@ -16,10 +16,10 @@ import argparse
 
 from streamplan.app import plan_remat
 from streamplan.errors import BudgetError
+from streamplan.memory.worst_case import worst_case_peak
 from streamplan.models import load_model
 from streamplan.remat.budget import peak_floor
 from streamplan.schedule import ScheduleContext, make_schedule
-from streamplan.memory.worst_case import worst_case_peak
 
 MIB = 1 << 20
 ZOO = ("squeezenet", "resnet50", "inception_v3", "randwire", "nasnet_a", "bert_base", "gpt2")
@@ -47,7 +47,9 @@ def zoo_table(ctx: ScheduleContext) -> None:
 
 def curves(spec: str, ctx: ScheduleContext, solvers: list[str], plot: str | None) -> None:
     g = load_model(spec)
-    print(f"\n{spec} ({len(g.nodes)} ops): worst-case peak / added compute / makespan, relative to the baseline")
+    print(
+        f"\n{spec} ({len(g.nodes)} ops): worst-case peak / added compute / makespan, relative to the baseline"
+    )
     print("| policy | solver | budget | peak | added compute | makespan | recomputed |")
     print("|---|---|---|---|---|---|---|")
     points: dict[tuple[str, str], list[tuple[float, float]]] = {}

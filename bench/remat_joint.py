@@ -38,7 +38,9 @@ def main() -> None:
     args = ap.parse_args()
     ctx = ScheduleContext(max_streams=args.max_streams, time_limit_s=10)
     g = load_model(args.graph)
-    print(f"{args.graph} ({len(g.nodes)} ops), solver {args.solver}, v100 model, makespan ms / worst-case MiB")
+    print(
+        f"{args.graph} ({len(g.nodes)} ops), solver {args.solver}, v100 model, makespan ms / worst-case MiB"
+    )
     print("| policy | budget | separate | joint | joint vs separate |")
     print("|---|---|---|---|---|")
     for policy in args.policies:
@@ -47,7 +49,9 @@ def main() -> None:
             joint = run(g, budget, policy, args.solver, ctx, joint=True)
 
             def cell(p):
-                return "no plan" if p is None else f"{p.makespan_ms:.3f} / {p.worst_case_peak_bytes / MIB:.2f}"
+                return (
+                    "no plan" if p is None else f"{p.makespan_ms:.3f} / {p.worst_case_peak_bytes / MIB:.2f}"
+                )
 
             if sep and joint:
                 verdict = f"{(joint.makespan_ms / sep.makespan_ms - 1) * 100:+.1f}%"

@@ -30,7 +30,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     cost = AnalyticCostModel("v100")
-    print("| graph (ops) | target | greedy ms / recomputed / s | scalable ms / recomputed / s | exact ms / gap / s |")
+    print(
+        "| graph (ops) | target | greedy ms / recomputed / s | scalable ms / recomputed / s | exact ms / gap / s |"
+    )
     print("|---|---|---|---|---|")
     for n in args.sizes:
         g = load_model(f"random-train:{n}")
@@ -53,7 +55,9 @@ def main() -> None:
                     cells.append(f"{r.added_cost_ms:.3f} / {r.optimality_gap:.1%} ({r.status}) / {dt:.1f}")
                 else:
                     cells.append(f"{r.added_cost_ms:.3f} / {r.recomputations} / {dt:.2f}")
-            print(f"| random-train:{n} ({len(g.nodes)}) | {frac:g}x | " + " | ".join(cells) + " |", flush=True)
+            print(
+                f"| random-train:{n} ({len(g.nodes)}) | {frac:g}x | " + " | ".join(cells) + " |", flush=True
+            )
 
 
 if __name__ == "__main__":

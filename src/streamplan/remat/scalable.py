@@ -194,6 +194,8 @@ class _Stages:
                     break  # even its own op alone costs more per byte than the best split that fits
                 if tried >= MAX_TRIED:
                     break  # a split that fits is in hand: do not weigh hundreds more
+            if best_key is not None and tried >= 2 * MAX_TRIED:
+                break  # none fits yet, but one lowers the peak: take the best of these
             tried += 1
             c = self.copies[int(slots[j])]
             if c.storage in read_here:
