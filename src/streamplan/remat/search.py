@@ -10,15 +10,18 @@ stream). The search:
 1. schedules the graph with the policy (the baseline) and measures it;
 2. builds a ladder of solver targets between the floor no plan can go below and the
    reference order's own peak (``levels`` rungs, independent of the budget);
-3. for each rung at or under the budget and each reference order — the policy's
-   launch order (joint mode) and the graph's one-stream order — solves, rewrites the
-   graph, schedules the result with the policy (``make_schedule``, so any policy
-   plugs in), simulates it and, when it could be the answer, proves its worst case;
-   in joint mode it then plans again on the new schedule's launch order, and so on
-   for ``rounds`` rounds or until the order repeats: remat changes what runs in
-   parallel, the schedule changes what the plan should drop;
+3. for each rung at or under the budget and each *lane* — a stream cap (joint mode:
+   the given one and its halvings down to one, since concurrency, not only lifetimes,
+   sets a multi-stream worst case) and a reference order (the policy's launch order
+   under that cap, and the graph's one-stream order) — solves, rewrites the graph,
+   schedules the result with the policy (``make_schedule``, so any policy plugs in),
+   simulates it and, when it could be the answer, proves its worst case; in joint mode
+   it then plans again on the new schedule's launch order, and so on for ``rounds``
+   rounds or until the order repeats: remat changes what runs in parallel, the
+   schedule changes what the plan should drop;
 4. answers with the fastest candidate whose worst case fits (ties: lower peak, less
-   added compute), the baseline included.
+   added compute); the baseline and the plain graph under each smaller stream cap are
+   candidates too.
 
 Monotone by construction: the candidates of a budget are those of every rung at or
 below it, so a larger budget sees a superset of them and can only answer faster (or
@@ -72,6 +75,7 @@ class Candidate:
     reference: str = "baseline"
     round: int = 0
     solve: SolverResult | None = field(default=None, compare=False)
+    max_streams: int = 0  # the stream cap the policy ran under
 
     @property
     def makespan_ms(self) -> float:
@@ -131,27 +135,33 @@ def search(
     s = _Search(graph, policy, solver, ctx, includes)
     base = s.baseline()
     budget_bytes = parse_budget(budget, base.peak_bytes)
-    floor = peak_floor(graph, includes)
-    refs = [(ONE_STREAM_ORDER, graph.node_ids)]
-    if joint and base.schedule.launch_order != graph.node_ids:
-        refs.insert(0, (POLICY_ORDER, base.schedule.launch_order))
-    ladders = {name: _ladder(s.problem(order), floor.bytes, levels) for name, order in refs}
-    rungs = sorted({lv for ladder in ladders.values() for lv in ladder})
     s.budget = budget_bytes
-    if base.peak_bytes <= budget_bytes:
-        s.consider(base, ())
+    s.consider(base, ())
+    floor = peak_floor(graph, includes)
+    # lanes: (stream cap, reference order name, order); joint mode also tries fewer streams
+    lanes: list[tuple[int, str, tuple[str, ...]]] = []
+    for cap in stream_caps(ctx.max_streams) if joint else (ctx.max_streams,):
+        plain = base if cap == ctx.max_streams else s.plain(cap)  # fewer streams, no recomputation
+        refs = [(ONE_STREAM_ORDER, graph.node_ids)]
+        if joint and plain.schedule.launch_order != graph.node_ids:
+            refs.insert(0, (POLICY_ORDER, plain.schedule.launch_order))
+        lanes.extend(
+            (cap, name, order) for name, order in refs if (cap, order) not in {(c, o) for c, _, o in lanes}
+        )
+    ladders = [_ladder(s.problem(order), floor.bytes, levels) for _, _, order in lanes]
+    rungs = sorted({lv for ladder in ladders for lv in ladder})
     eligible = [lv for lv in rungs if lv <= budget_bytes]
     for lv in sorted(eligible, reverse=True):  # the fastest plans come first: fewer proofs after
         ctx.progress(f"remat: target {fmt_mib(lv)}", None, None)
-        for r, (name, order) in enumerate(refs):
-            if lv in ladders[name]:
-                s.chain(lv, name, r, order, rounds if joint else 1)
+        for i, (cap, name, order) in enumerate(lanes):
+            if lv in ladders[i]:
+                s.chain(lv, cap, name, i, order, rounds if joint else 1)
     if s.best is None:  # say how low a plan does get: the lowest rung above the budget that works
         for lv in [lv for lv in rungs if lv > budget_bytes]:
             before = s.smallest
-            for r, (name, order) in enumerate(refs):
-                if lv in ladders[name]:
-                    s.chain(lv, name, r, order, 1)
+            for i, (cap, name, order) in enumerate(lanes):
+                if lv in ladders[i]:
+                    s.chain(lv, cap, name, i, order, 1)
             if s.smallest is not before:
                 break
         raise _below_floor(budget_bytes, floor, s, base)
@@ -170,6 +180,15 @@ def search(
         search_time_s=time.perf_counter() - t0,
         includes=includes,
     )
+
+
+def stream_caps(max_streams: int) -> tuple[int, ...]:
+    """The stream caps the joint search tries: the given one, then halvings down to one."""
+    caps, c = [], max_streams
+    while c >= 1:
+        caps.append(c)
+        c //= 2
+    return tuple(dict.fromkeys(caps))
 
 
 def _ladder(problem: RematProblem, floor_bytes: int, levels: int) -> list[int]:
@@ -192,7 +211,7 @@ class _Search:
         self.solver = solver
         self.ctx = ctx
         self.includes = includes
-        self.budget = 0
+        self.budget: int | None = None  # set once the baseline has scaled a factor budget
         self.best: tuple[Candidate, tuple] | None = None
         self.smallest: Candidate | None = None  # the lowest proven peak seen (for the error)
         self.schedules: dict[tuple, StreamSchedule | None] = {}
@@ -221,12 +240,25 @@ class _Search:
         sched = make_schedule(self.graph, self.policy, self.ctx)
         timeline = simulate(self.graph, sched, self.ctx.cost)
         wc = self.worst_case(self.graph, sched)
-        base = Candidate(self.graph, sched, timeline, wc, 0.0, 0)
+        base = Candidate(self.graph, sched, timeline, wc, 0.0, 0, max_streams=self.ctx.max_streams)
         self._note_smallest(base)
         return base
 
+    def plain(self, cap: int) -> Candidate:
+        """The graph as it is, scheduled under a smaller stream cap: a candidate too."""
+        sched = make_schedule(self.graph, self.policy, self.ctx.replace(max_streams=cap))
+        timeline = simulate(self.graph, sched, self.ctx.cost)
+        self.candidates += 1
+        wc = None
+        if self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms:
+            wc = self.worst_case(self.graph, sched)
+        cand = Candidate(self.graph, sched, timeline, wc, 0.0, 0, reference="fewer streams", max_streams=cap)
+        self._note_smallest(cand)
+        self.consider(cand, (0, cap))
+        return cand
+
     def consider(self, cand: Candidate, tie: tuple) -> None:
-        if cand.worst_case is None or cand.peak_bytes > self.budget:
+        if cand.worst_case is None or self.budget is None or cand.peak_bytes > self.budget:
             return
         if self.best is None or cand.rank(tie) < self.best[0].rank(self.best[1]):
             self.best = (cand, tie)
@@ -237,8 +269,9 @@ class _Search:
         ):
             self.smallest = cand
 
-    def chain(self, level: int, name: str, ref_index: int, order: tuple[str, ...], rounds: int) -> None:
-        """Plan at ``level`` on ``order``, schedule, and (joint mode) plan again on the new order."""
+    def chain(self, level: int, cap: int, name: str, lane: int, order: tuple[str, ...], rounds: int) -> None:
+        """Plan at ``level`` on ``order``, schedule under ``cap`` streams, and (joint mode) plan
+        again on the new schedule's order."""
         for rnd in range(rounds):
             problem = self.problem(order)
             result = solve(
@@ -246,17 +279,17 @@ class _Search:
             )
             if not result.found:
                 return
-            cand = self.evaluate(rewrite(problem, result.sequence), level, name, rnd, result)
+            cand = self.evaluate(rewrite(problem, result.sequence), level, cap, name, rnd, result)
             if cand is None:
                 return
-            self.consider(cand, (-level, ref_index, rnd))
+            self.consider(cand, (-level, lane, rnd))
             nxt = project(cand.schedule.launch_order, self.graph)
             if nxt == order:
                 return
             order = nxt
 
     def evaluate(
-        self, graph: Graph, level: int, name: str, rnd: int, result: SolverResult
+        self, graph: Graph, level: int, cap: int, name: str, rnd: int, result: SolverResult
     ) -> Candidate | None:
         """Schedule, simulate and (when it could be the answer) prove a rewritten graph.
 
@@ -268,10 +301,11 @@ class _Search:
         budget = MemoryBudget(
             level, includes_inputs=self.includes.inputs, includes_params=self.includes.params
         )
-        skey = (gkey, level)
+        skey = (gkey, level, cap)
         if skey not in self.schedules:
             try:
-                self.schedules[skey] = make_schedule(graph, self.policy, self.ctx.replace(budget=budget))
+                ctx = self.ctx.replace(budget=budget, max_streams=cap)
+                self.schedules[skey] = make_schedule(graph, self.policy, ctx)
             except StreamplanError:
                 self.schedules[skey] = None  # a policy that cannot schedule this graph under the level
         sched = self.schedules[skey]
@@ -287,7 +321,7 @@ class _Search:
         timeline = run[0]
         if run[1] is None and (self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms):
             run[1] = self.worst_case(graph, sched)  # it could be the answer: prove its peak
-        cand = Candidate(graph, sched, timeline, run[1], run[2], run[3], level, name, rnd, result)
+        cand = Candidate(graph, sched, timeline, run[1], run[2], run[3], level, name, rnd, result, cap)
         self._note_smallest(cand)
         return cand
 
