@@ -49,6 +49,7 @@ class RematPlan:
     search_time_s: float
     device: str
     includes: MemoryOptions
+    max_streams: int = 0  # the stream cap the answer's schedule ran under
 
     @property
     def makespan_ms(self) -> float:
@@ -89,6 +90,7 @@ class RematPlan:
             search_time_s=result.search_time_s,
             device=device,
             includes=includes,
+            max_streams=c.max_streams,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,6 +113,7 @@ class RematPlan:
             "recomputed_ops": self.recomputed_ops,
             "optimality_gap": self.optimality_gap,
             "streams": self.schedule.num_streams,
+            "max_streams": self.max_streams,
             "ops": len(self.graph.nodes),
             "reference_order": self.reference,
             "target_bytes": self.level_bytes,

@@ -29,47 +29,14 @@ candidate could still read s. A plan from a heuristic starts the search.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
 from collections import defaultdict
 
+from streamplan.remat.milp import INF, Infeasible, Milp, solve_highs
 from streamplan.remat.problem import RematProblem, normalize
 from streamplan.remat.solution import SolverResult, heuristic_result
 
 DEFAULT_CHAIN_DEPTH = 2
-
-
-class _Infeasible(Exception):
-    pass
-
-
-class _Milp:
-    """Columns and rows of a MILP, built by index (constants folded into the row bounds)."""
-
-    def __init__(self) -> None:
-        self.lb: list[float] = []
-        self.ub: list[float] = []
-        self.cost: list[float] = []
-        self.integer: list[bool] = []
-        self.rows: list[tuple[float, float, list[int], list[float]]] = []
-
-    def var(self, lb: float, ub: float, cost: float = 0.0, integer: bool = False) -> int:
-        self.lb.append(lb)
-        self.ub.append(ub)
-        self.cost.append(cost)
-        self.integer.append(integer)
-        return len(self.lb) - 1
-
-    def row(self, terms: dict[int, float], lo: float, hi: float) -> None:
-        if terms:
-            self.rows.append((lo, hi, list(terms), list(terms.values())))
-        elif lo > 1e-9 or hi < -1e-9:
-            raise _Infeasible
-
-
-INF = float("inf")
 
 
 def solve_exact(
@@ -91,11 +58,11 @@ def solve_exact(
         hint = normalize(p, _originals_in_order(p, tuple(hint)), moves=False)
     try:
         model = _Formulation(p, target_bytes, chain_depth, hint)
-    except _Infeasible as e:
+    except Infeasible as e:
         note = str(e) or "a stage cannot fit whatever is recomputed"
         return SolverResult.none("exact", "infeasible", time.perf_counter() - t0, note=note)
     start = model.values_of(hint) if hint is not None else None  # None if it does not fit the model
-    status, x, obj, bound = _solve_highs(model.milp, time_limit_s, workers, seed, start)
+    status, x, obj, bound = solve_highs(model.milp, time_limit_s, workers, seed, start)
     elapsed = time.perf_counter() - t0
     if status == "infeasible":
         return SolverResult.none("exact", "infeasible", elapsed, note="proven: no plan of the model fits")
@@ -111,12 +78,12 @@ def solve_exact(
 class _Formulation:
     def __init__(self, p: RematProblem, target_bytes: int, chain_depth: int, hint: tuple[int, ...] | None):
         self.p = p
-        self.milp = lp = _Milp()
+        self.milp = lp = Milp()
         self.cands = _candidates(p, chain_depth, _recomputations_of(hint) if hint else ())
         unit = _gcd_unit(p)
         cap = (target_bytes - p.resident_bytes) // unit
         if cap < 0:
-            raise _Infeasible("the resident bytes alone exceed the target")
+            raise Infeasible("the resident bytes alone exceed the target")
         self.size = [b // unit for b in p.size]
         self.R: dict[tuple[int, int], int] = {}
         for t, ops in enumerate(self.cands.recompute):
@@ -156,7 +123,7 @@ class _Formulation:
                 terms, const = self._avail(t, s, t)
                 if const < 1:
                     if not terms:
-                        raise _Infeasible(f"{p.order[t]} reads what no plan can keep")
+                        raise Infeasible(f"{p.order[t]} reads what no plan can keep")
                     lp.row(terms, 1 - const, INF)
             for i in self.cands.recompute[t]:
                 r = self.R[(t, i)]
@@ -222,7 +189,7 @@ class _Formulation:
             for u in p.reads[i]:
                 readers[u].append(i)
         if any(size[w] > cap for w in p.writes[t]):
-            raise _Infeasible(f"the outputs of {p.order[t]} alone exceed the target")
+            raise Infeasible(f"the outputs of {p.order[t]} alone exceed the target")
         # the running total is a column per step (sparse rows): total = kept + written - freed
         total = lp.var(0, cap)
         terms: dict[int, float] = {total: 1.0}
@@ -318,86 +285,6 @@ class _Formulation:
                 ok = False
             x[f] = 1.0 if ok else 0.0
         return x
-
-
-def _solve_highs(lp: _Milp, time_limit_s: float, threads: int, seed: int, start: list[float] | None):
-    """(status, solution or None, objective, dual bound) from HiGHS."""
-    import highspy
-    import numpy as np
-
-    with _quiet_stdout():
-        h = highspy.Highs()  # prints a banner on the C-level stdout when created
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", max(0.05, float(time_limit_s)))
-    h.setOptionValue("threads", max(1, int(threads)))
-    h.setOptionValue("random_seed", int(seed))
-    h.setOptionValue("mip_rel_gap", 1e-6)
-    n = len(lp.lb)
-    if n == 0:
-        return "optimal", [], 0.0, 0.0
-    h.addVars(n, np.array(lp.lb, dtype=np.float64), np.array(lp.ub, dtype=np.float64))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.array(lp.cost, dtype=np.float64))
-    ints = [j for j in range(n) if lp.integer[j]]
-    if ints:
-        h.changeColsIntegrality(
-            len(ints),
-            np.array(ints, dtype=np.int32),
-            np.array([highspy.HighsVarType.kInteger] * len(ints)),
-        )
-    if lp.rows:
-        lower = np.array([r[0] if r[0] != -INF else -highspy.kHighsInf for r in lp.rows], dtype=np.float64)
-        upper = np.array([r[1] if r[1] != INF else highspy.kHighsInf for r in lp.rows], dtype=np.float64)
-        starts, index, value = [], [], []
-        for _, _, idx, val in lp.rows:
-            starts.append(len(index))
-            index.extend(idx)
-            value.extend(val)
-        h.addRows(
-            len(lp.rows),
-            lower,
-            upper,
-            len(index),
-            np.array(starts, dtype=np.int32),
-            np.array(index, dtype=np.int32),
-            np.array(value, dtype=np.float64),
-        )
-    if start is not None:
-        sol = highspy.HighsSolution()
-        sol.col_value = list(start)
-        sol.value_valid = True
-        h.setSolution(sol)
-    h.run()
-    status = h.getModelStatus()
-    info = h.getInfo()
-    M = highspy.HighsModelStatus
-    if status == M.kInfeasible:
-        return "infeasible", None, 0.0, 0.0
-    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    if not has_solution:
-        return "unknown", None, 0.0, 0.0
-    x = list(h.getSolution().col_value)
-    obj = info.objective_function_value
-    bound = info.mip_dual_bound
-    return ("optimal" if status == M.kOptimal else "feasible"), x, obj, bound
-
-
-@contextlib.contextmanager
-def _quiet_stdout():
-    """Silence file descriptor 1 (HiGHS writes its banner there, past Python's sys.stdout)."""
-    try:
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except (OSError, ValueError):
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
 
 
 def _gcd_unit(p: RematProblem) -> int:

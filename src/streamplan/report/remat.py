@@ -29,7 +29,8 @@ def remat_lines(plan: RematPlan) -> list[str]:
         f"({plan.includes.describe()}), policy {plan.policy}, solver {plan.solver}{gap}",
         f"  worst-case peak   {_mib(plan.worst_case_peak_bytes):>16}  ({exact})   baseline "
         f"{_mib(plan.baseline_worst_case_peak_bytes)}  {_change(plan.worst_case_peak_bytes, plan.baseline_worst_case_peak_bytes)}",
-        f"  makespan          {fmt_ms(plan.makespan_ms):>16}   on {plan.device}, {plan.schedule.num_streams} streams"
+        f"  makespan          {fmt_ms(plan.makespan_ms):>16}   on {plan.device}, {plan.schedule.num_streams} streams "
+        f"(cap {plan.max_streams})"
         f"   baseline {fmt_ms(plan.baseline_makespan_ms)}  {_change(plan.makespan_ms, plan.baseline_makespan_ms)}",
         f"  recomputed ops    {plan.recomputed_ops:>16}   +{fmt_ms(plan.added_compute_ms)} of compute",
         f"  floor             {_mib(plan.floor_bytes):>16}   ({plan.floor_reason})",
