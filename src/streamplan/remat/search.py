@@ -212,6 +212,7 @@ class _Search:
         self.ctx = ctx
         self.includes = includes
         self.budget: int | None = None  # set once the baseline has scaled a factor budget
+        self.base: Candidate | None = None
         self.best: tuple[Candidate, tuple] | None = None
         self.smallest: Candidate | None = None  # the lowest proven peak seen (for the error)
         self.schedules: dict[tuple, StreamSchedule | None] = {}
@@ -242,11 +243,14 @@ class _Search:
         wc = self.worst_case(self.graph, sched)
         base = Candidate(self.graph, sched, timeline, wc, 0.0, 0, max_streams=self.ctx.max_streams)
         self._note_smallest(base)
+        self.base = base
         return base
 
     def plain(self, cap: int) -> Candidate:
         """The graph as it is, scheduled under a smaller stream cap: a candidate too."""
         sched = make_schedule(self.graph, self.policy, self.ctx.replace(max_streams=cap))
+        if self.base is not None and sched == self.base.schedule:
+            return self.base  # the cap changed nothing
         timeline = simulate(self.graph, sched, self.ctx.cost)
         self.candidates += 1
         wc = None
