@@ -41,6 +41,8 @@ def test_json_files_and_the_rewritten_graph_everywhere(tmp_path):
     assert shown.returncode == 0 and "(recompute of " in shown.stdout
     mem = sp("memory", str(g), "--policy", "asap", "--json")
     assert mem.returncode == 0, mem.stderr
+    png = tmp_path / "p.png"
+    assert sp("plot", str(g), "--policies", "asap", "-o", str(png)).returncode == 0 and png.stat().st_size > 0
 
 
 def test_text_output_and_the_separate_mode():
