@@ -156,6 +156,12 @@ def _load(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
 
         n, seed = parse_spec(spec)
         return random_dag(n, seed, batch=batch or 1, dtype=dtype or "float32")
+    if spec.startswith("random-train:"):
+        from streamplan.zoo.random_backward import parse_spec as parse_train_spec
+        from streamplan.zoo.random_backward import random_train_dag
+
+        n, seed = parse_train_spec(spec)
+        return verify(random_train_dag(n, seed, batch=batch or 1, dtype=dtype or "float32"))
     if spec.endswith(".json"):
         from streamplan.ir.serialize import load
 

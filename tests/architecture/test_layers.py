@@ -21,6 +21,7 @@ LAYERS = [
     {"fusion"},
     {"memory"},
     {"budget"},
+    {"remat"},
     {"runtime"},
     {"codegen"},
     {"app"},

@@ -27,7 +27,7 @@ from streamplan.report.units import fmt_bytes
 @app.command()
 def zoo(as_json: bool = JsonOpt) -> None:
     """List the built-in models."""
-    from streamplan.zoo.registry import RANDOM_HELP, ZOO
+    from streamplan.zoo.registry import RANDOM_HELP, RANDOM_TRAIN_HELP, ZOO
 
     if as_json:
         emit_json(
@@ -43,6 +43,7 @@ def zoo(as_json: bool = JsonOpt) -> None:
     for m in ZOO.values():
         t.add_row(m.name, m.summary + (f"  [needs {m.requires}]" if m.requires else ""))
     t.add_row("random:N[:seed]", RANDOM_HELP.split("— ", 1)[1])
+    t.add_row("random-train:N[:seed]", RANDOM_TRAIN_HELP.split("— ", 1)[1])
     out.print(t)
 
 

@@ -9,7 +9,13 @@ Dependencies between nodes are data edges (a node reads a value another wrote)
 plus write-after-read edges for in-place writes (every earlier reader of a
 storage must finish before a node overwrites it) and read-after-write edges
 (a node that reads a storage, through any value, after an in-place write to it
-waits for that write).
+waits for that write), plus ordering-only edges a node lists in ``after`` (it must
+start after those nodes finish although it reads none of their outputs: how a
+recomputation is kept from running before the point its plan placed it at).
+
+A node whose ``attrs["recompute_of"]`` names another node is a *recomputation*:
+the same op on the same (possibly recomputed) inputs, writing new values that later
+users read instead of the original's (``Node.recompute_of``).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from streamplan.ir.printer import format_graph
 
 ValueKind = Literal["input", "param", "buffer", "activation", "constant"]
 VALUE_KINDS: tuple[str, ...] = ("input", "param", "buffer", "activation", "constant")
+RECOMPUTE_OF = "recompute_of"  # the attr that marks a recomputation with the original node's id
 
 # What a storage is for in a training step (``Graph.roles``): trainable weights, their
 # gradients, optimizer state (momentum, Adam moments), forward values the backward reads
@@ -70,16 +77,23 @@ class Node:
     bytes_read: int = 0
     bytes_written: int = 0
     mutates: tuple[str, ...] = ()  # input value ids whose storage this node writes in place
+    after: tuple[str, ...] = ()  # node ids that must finish first (ordering only, no data)
 
     def __post_init__(self) -> None:
-        for name in ("inputs", "outputs", "mutates"):
+        for name in ("inputs", "outputs", "mutates", "after"):
             if not isinstance(getattr(self, name), tuple):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "attrs", freeze(self.attrs))
 
     def __hash__(self) -> int:
         # attrs may hold lists (encoded call arguments): hash what identifies the op
-        return hash((self.id, self.op, self.inputs, self.outputs, self.mutates))
+        return hash((self.id, self.op, self.inputs, self.outputs, self.mutates, self.after))
+
+    @property
+    def recompute_of(self) -> str | None:
+        """Id of the node this one recomputes (``attrs["recompute_of"]``), or None for an original."""
+        of = self.attrs.get(RECOMPUTE_OF)
+        return str(of) if of else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +167,7 @@ class Graph:
         return self._index.consumers.get(value_id, ())
 
     def predecessors(self, node_id: str) -> tuple[str, ...]:
-        """Nodes that must finish before ``node_id`` starts (data and write-after-read)."""
+        """Nodes that must finish before ``node_id`` starts (data, in-place ordering, ``after``)."""
         return self._index.preds[self._index.position[node_id]]
 
     def successors(self, node_id: str) -> tuple[str, ...]:
@@ -305,6 +319,10 @@ class _Index:
                 v = g.values.get(vid)
                 if v is not None:
                     last_writer_of_storage[v.storage] = i
+            for nid in n.after:
+                j = position.get(nid)
+                if j is not None and j < i:
+                    ps[j] = None
             pred_pos.append(tuple(sorted(ps)))
         succ_lists: list[list[int]] = [[] for _ in g.nodes]
         for i, ps in enumerate(pred_pos):

@@ -32,7 +32,13 @@ def format_node(graph: Graph, node: Node) -> str:
         f"%{o}:{format_type(graph.values[o])}" if o in graph.values else f"%{o}:?" for o in node.outputs
     )
     ins = ", ".join(("!" if i in node.mutates else "") + f"%{i}" for i in node.inputs)
-    return f"{outs} = {node.op}({ins})  # {node.id}"
+    note = ""
+    of = node.attrs.get("recompute_of")
+    if of:
+        note += f" (recompute of {of})"
+    if node.after:
+        note += " after " + ", ".join(node.after)
+    return f"{outs} = {node.op}({ins})  # {node.id}{note}"
 
 
 def format_graph(graph: Graph) -> str:

@@ -46,6 +46,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "bytes_read": n.bytes_read,
                 "bytes_written": n.bytes_written,
                 **({"mutates": list(n.mutates)} if n.mutates else {}),
+                **({"after": list(n.after)} if n.after else {}),
             }
             for n in graph.nodes
         ],
@@ -87,6 +88,7 @@ def graph_from_dict(data: Any, *, source: str = "<dict>") -> Graph:
                 bytes_read=int(n.get("bytes_read", 0)),
                 bytes_written=int(n.get("bytes_written", 0)),
                 mutates=tuple(n.get("mutates", ())),
+                after=tuple(n.get("after", ())),
             )
             for n in data["nodes"]
         )

@@ -19,7 +19,8 @@ def verify(graph: Graph) -> Graph:
     topological, so the graph is acyclic); inputs/params are never written; aliases
     point at an existing storage root; kinds and dtypes are known; outputs exist;
     roles name storage roots and are known roles; a fused kernel's parts read only its
-    inputs and each other's outputs and write its outputs.
+    inputs and each other's outputs and write its outputs; ordering-only dependencies
+    (``after``) name earlier nodes; a recomputation names an original node with the same op.
     """
     seen_nodes: set[str] = set()
     for n in graph.nodes:
@@ -83,6 +84,7 @@ def verify(graph: Graph) -> Graph:
         if v.kind == "constant":
             written.setdefault(vid, "<constant>")
 
+    seen_before: set[str] = set()
     for n in graph.nodes:
         for fact in ("flops", "bytes_read", "bytes_written"):
             x = getattr(n, fact)
@@ -100,6 +102,25 @@ def verify(graph: Graph) -> Graph:
                 else:
                     msg = f"node {n.id!r} reads {vid!r} before its producer {producer!r} runs (cycle or bad order)"
                 _fail(graph, n.id, msg, "the node list must be in topological order and acyclic")
+        for nid in n.after:
+            if nid not in seen_before:
+                _fail(
+                    graph,
+                    n.id,
+                    f"node {n.id!r} is ordered after {nid!r}, which is not an earlier node",
+                    "ordering-only dependencies must point at nodes earlier in the list",
+                )
+        if n.recompute_of is not None:
+            orig = graph.node(n.recompute_of) if graph.has_node(n.recompute_of) else None
+            if orig is None or orig.op != n.op or orig.recompute_of is not None:
+                _fail(
+                    graph,
+                    n.id,
+                    f"node {n.id!r} is marked as a recomputation of {n.recompute_of!r}, "
+                    "which is not an original node with the same op",
+                    None,
+                )
+        seen_before.add(n.id)
         for vid in n.mutates:
             if vid not in n.inputs:
                 _fail(graph, n.id, f"node {n.id!r} mutates {vid!r}, which it does not read", None)

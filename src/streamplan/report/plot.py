@@ -15,7 +15,8 @@ FORMATS = ("png", "svg", "pdf")
 def render(graph: Graph, data: Sequence[MemoryCurve], device: str, *, fmt: str = "png") -> bytes:
     """The figure as ``fmt`` (png, svg or pdf) bytes: top panel live activation MiB vs simulated
     ms (peaks marked), then one stream timeline per policy. The worst-case peak over all timings
-    is drawn as a dashed level so the simulated curve can be read against it."""
+    is drawn as a dashed level so the simulated curve can be read against it. Recomputations
+    (nodes a rematerialization added) are hatched on the stream timelines."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,15 +51,21 @@ def render(graph: Graph, data: Sequence[MemoryCurve], device: str, *, fmt: str =
     top.set_xlabel(f"simulated time on {device} (ms); dashed: worst-case peak over all timings")
     top.set_title(f"{graph.name}: live memory per policy")
     top.legend(loc="upper right", fontsize=8)
+    recomputed = {n.id for n in graph.nodes if n.recompute_of is not None}
     for row, (p, s, tl, _mem, _wc) in enumerate(runs, start=1):
         ax = axes[row][0]
         for span in tl.spans:
+            again = span.op in recomputed  # recomputations are hatched and outlined in black
             ax.broken_barh(
                 [(span.start_ms, max(span.end_ms - span.start_ms, 1e-6))],
                 (span.stream - 0.4, 0.8),
                 color=colors[(row - 1) % len(colors)],
                 alpha=0.8,
+                hatch="///" if again else None,
+                edgecolor="black" if again else None,
             )
+        if recomputed:
+            ax.set_title(f"{p}: hatched = recomputation", fontsize=7, loc="right")
         ax.set_yticks(range(s.num_streams))
         ax.set_yticklabels([f"s{k}" for k in range(s.num_streams)], fontsize=7)
         ax.set_xlim(top.get_xlim())

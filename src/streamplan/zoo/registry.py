@@ -112,6 +112,10 @@ _ENTRIES = [
 ZOO: dict[str, ZooModel] = {m.name: m for m in _ENTRIES}
 
 RANDOM_HELP = "random:N[:seed] — a synthetic network-like random DAG of N ops (no torch)"
+RANDOM_TRAIN_HELP = (
+    "random-train:N[:seed] — random:N followed by a mirrored backward pass that reads the saved "
+    "activations (about 2.5N ops, no torch)"
+)
 
 
 def zoo_names() -> list[str]:

@@ -1,0 +1,157 @@
+"""``remat``: drop and recompute values so the worst-case peak of the final schedule fits a budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from streamplan.app.analysis import MemoryOptions
+from streamplan.cost.timeline import Timeline
+from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.memory.liveness import Includes
+from streamplan.memory.worst_case import WorstCasePeak
+from streamplan.remat.search import DEFAULT_LEVELS, DEFAULT_ROUNDS, RematSearch, search
+from streamplan.remat.solvers import DEFAULT_SOLVER
+from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
+
+
+@dataclass(frozen=True)
+class RematPlan:
+    """The rewritten graph (recomputations are ordinary nodes marked ``recompute_of``), its
+    schedule and timeline, and the figures that justify it.
+
+    ``worst_case`` is the worst-case analysis of ``schedule`` on ``graph`` (its upper bound
+    fits ``budget_bytes``); the ``baseline_*`` figures are the same graph and policy without
+    rematerialization. ``optimality_gap`` is the exact solver's proven gap for the plan's
+    own solve (0.0 when optimal), None when the method proves nothing or no solve was needed.
+    """
+
+    graph: Graph
+    schedule: StreamSchedule
+    timeline: Timeline
+    worst_case: WorstCasePeak
+    baseline_worst_case: WorstCasePeak
+    baseline_makespan_ms: float
+    budget_bytes: int
+    added_compute_ms: float
+    recomputed_ops: int
+    solver: str
+    policy: str
+    optimality_gap: float | None
+    floor_bytes: int
+    floor_reason: str
+    joint: bool
+    reference: str
+    level_bytes: int | None
+    candidates: int
+    analyses: int
+    search_time_s: float
+    device: str
+    includes: MemoryOptions
+    max_streams: int = 0  # the stream cap the answer's schedule ran under
+
+    @property
+    def makespan_ms(self) -> float:
+        return self.timeline.makespan_ms
+
+    @property
+    def worst_case_peak_bytes(self) -> int:
+        return self.worst_case.upper_bytes
+
+    @property
+    def baseline_worst_case_peak_bytes(self) -> int:
+        return self.baseline_worst_case.upper_bytes
+
+    @staticmethod
+    def of(result: RematSearch, device: str, includes: MemoryOptions) -> RematPlan:
+        c, b = result.chosen, result.baseline
+        gap = c.solve.optimality_gap if c.solve is not None else None
+        return RematPlan(
+            graph=c.graph,
+            schedule=c.schedule,
+            timeline=c.timeline,
+            worst_case=c.worst_case,
+            baseline_worst_case=b.worst_case,
+            baseline_makespan_ms=b.makespan_ms,
+            budget_bytes=result.budget_bytes,
+            added_compute_ms=c.added_compute_ms,
+            recomputed_ops=c.recomputed_ops,
+            solver=result.solver,
+            policy=result.policy,
+            optimality_gap=gap,
+            floor_bytes=result.floor.bytes,
+            floor_reason=result.floor.reason(),
+            joint=result.joint,
+            reference=c.reference,
+            level_bytes=c.level_bytes,
+            candidates=result.candidates,
+            analyses=result.analyses,
+            search_time_s=result.search_time_s,
+            device=device,
+            includes=includes,
+            max_streams=c.max_streams,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.graph.name,
+            "policy": self.policy,
+            "solver": self.solver,
+            "joint": self.joint,
+            "device": self.device,
+            "includes": self.includes.describe(),
+            "budget_bytes": self.budget_bytes,
+            "worst_case_peak_bytes": self.worst_case_peak_bytes,
+            "worst_case_exact": self.worst_case.exact,
+            "baseline_worst_case_peak_bytes": self.baseline_worst_case_peak_bytes,
+            "floor_bytes": self.floor_bytes,
+            "floor_reason": self.floor_reason,
+            "makespan_ms": self.makespan_ms,
+            "baseline_makespan_ms": self.baseline_makespan_ms,
+            "added_compute_ms": self.added_compute_ms,
+            "recomputed_ops": self.recomputed_ops,
+            "optimality_gap": self.optimality_gap,
+            "streams": self.schedule.num_streams,
+            "max_streams": self.max_streams,
+            "ops": len(self.graph.nodes),
+            "reference_order": self.reference,
+            "target_bytes": self.level_bytes,
+            "candidates": self.candidates,
+            "worst_case_analyses": self.analyses,
+            "search_time_s": self.search_time_s,
+        }
+
+
+def plan_remat(
+    graph: Graph,
+    budget: str | int | float,
+    *,
+    policy: str = "asap",
+    solver: str = DEFAULT_SOLVER,
+    ctx: ScheduleContext | None = None,
+    includes: MemoryOptions = MemoryOptions(),
+    joint: bool = True,
+    levels: int = DEFAULT_LEVELS,
+    rounds: int = DEFAULT_ROUNDS,
+) -> RematPlan:
+    """The fastest plan and ``policy`` schedule of ``graph`` whose worst-case peak fits ``budget``.
+
+    ``budget``: bytes, ``"2GiB"``-style text, or a factor of the baseline worst case
+    (``"0.4x"``). ``joint=False`` plans for one stream and then schedules the result
+    (the separate approach, for comparison). Raises ``BudgetError`` when nothing fits,
+    with the smallest peak found and the floor no plan can go below.
+    """
+    ctx = ctx or DEFAULT_CONTEXT
+    result = search(
+        graph,
+        budget,
+        policy=policy,
+        solver=solver,
+        ctx=ctx,
+        includes=Includes(includes.include_inputs, includes.include_params),
+        levels=levels,
+        rounds=rounds,
+        joint=joint,
+    )
+    return RematPlan.of(result, ctx.cost.device_name, includes)

@@ -1,0 +1,120 @@
+"""``remat``: recompute values so that the worst-case peak of the final schedule fits a budget."""
+
+from __future__ import annotations
+
+import typer
+
+from streamplan.cli.app import app
+from streamplan.cli.common import (
+    BatchOpt,
+    DeviceOpt,
+    DtypeOpt,
+    ForceOpt,
+    IncludeInputsOpt,
+    IncludeParamsOpt,
+    JsonOpt,
+    MeasuredOpt,
+    ModelArg,
+    PolicyOpt,
+    StreamsOpt,
+    check_file,
+    emit_json,
+    err,
+    load_graph,
+    out,
+    write_file,
+)
+from streamplan.cli.progress import progress_display
+
+
+def _solver_help() -> str:
+    from streamplan.remat.solvers import SOLVERS
+
+    return f"rematerialization solver: {', '.join(SOLVERS)}"
+
+
+@app.command()
+def remat(
+    model: str = ModelArg,
+    budget: str = typer.Option(
+        ...,
+        "--budget",
+        "-b",
+        help="worst-case peak to fit: bytes, 512MiB, 2GiB, or a factor of today's peak (0.4x)",
+    ),
+    policy: str = PolicyOpt,
+    solver: str = typer.Option("scalable", "--solver", "-s", help=_solver_help()),
+    max_streams: int = StreamsOpt,
+    device: str = DeviceOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    include_inputs: bool = IncludeInputsOpt,
+    include_params: bool = IncludeParamsOpt,
+    time_limit: float = typer.Option(
+        10.0, "--time-limit", min=0.01, help="seconds for each solve and each worst-case analysis"
+    ),
+    levels: int = typer.Option(
+        8, "--levels", min=1, help="solver targets tried between the floor and today's peak"
+    ),
+    rounds: int = typer.Option(
+        2, "--rounds", min=1, help="alternations of planning and scheduling per target"
+    ),
+    separate: bool = typer.Option(
+        False, "--separate", help="plan for one stream, then schedule (no joint search): for comparison"
+    ),
+    output: str | None = typer.Option(None, "-o", "--output", help="rewritten graph JSON to write"),
+    schedule_out: str | None = typer.Option(None, "--schedule-out", help="its schedule JSON to write"),
+    measured: str | None = MeasuredOpt,
+    force: bool = ForceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Fit the worst-case peak of the final multi-stream schedule under a budget, recomputing as little as
+    possible: prints the plan; -o saves the rewritten graph, --schedule-out its schedule."""
+    from streamplan.app.analysis import MemoryOptions
+    from streamplan.app.context import make_context
+    from streamplan.app.remat import plan_remat
+    from streamplan.remat.budget import parse_budget
+    from streamplan.remat.solvers import solver_info
+    from streamplan.report.remat import remat_lines
+    from streamplan.schedule.registry import policy_info
+
+    policy_info(policy)
+    solver_info(solver)
+    parse_budget(budget, baseline_bytes=1)  # a budget that cannot be read fails before any work
+    for path in (output, schedule_out):
+        if path:
+            check_file(path, force=force, protected=(model,))
+    with progress_display(err) as progress:
+        ctx = make_context(
+            device=device,
+            measured=measured,
+            max_streams=max_streams,
+            time_limit_s=time_limit,
+            progress=progress,
+        )
+        g = load_graph(model, batch, dtype, progress)
+        plan = plan_remat(
+            g,
+            budget,
+            policy=policy,
+            solver=solver,
+            ctx=ctx,
+            includes=MemoryOptions(include_inputs, include_params),
+            joint=not separate,
+            levels=levels,
+            rounds=rounds,
+        )
+    if output:
+        from streamplan.ir.serialize import dumps
+
+        write_file(output, dumps(plan.graph), force=force, protected=(model,))
+    if schedule_out:
+        write_file(schedule_out, plan.schedule.dumps(), force=force, protected=(model,))
+    if as_json:
+        emit_json(plan.to_dict())
+        return
+    for line in remat_lines(plan):
+        out.print(line, markup=False)
+    for path, what in ((output, "graph"), (schedule_out, "schedule")):
+        if path:
+            err.print(f"wrote {path} ({what})")

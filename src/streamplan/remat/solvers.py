@@ -1,0 +1,71 @@
+"""The rematerialization solvers by name, imported lazily (one entry here adds a solver).
+
+Every solver is ``fn(problem, target_bytes, *, time_limit_s, seed, hint) -> SolverResult``:
+a plan whose host-order peak on the problem's reference order fits ``target_bytes``,
+with the least added time it can find.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from streamplan.errors import BudgetError
+from streamplan.remat.problem import RematProblem
+from streamplan.remat.solution import SolverResult
+
+SolverFn = Callable[..., SolverResult]
+
+
+@dataclass(frozen=True, slots=True)
+class SolverInfo:
+    name: str
+    path: str  # "module:function"
+    summary: str
+
+
+_REGISTRY: tuple[SolverInfo, ...] = (
+    SolverInfo(
+        "greedy",
+        "streamplan.remat.greedy:solve_greedy",
+        "RAF's eviction: drop the lowest (cost+0.1)(uses+1)/size, recompute at the next use",
+    ),
+    SolverInfo(
+        "scalable",
+        "streamplan.remat.scalable:solve_scalable",
+        "peak-driven lifetime splitting with recomputation chains (thousands of ops in seconds)",
+    ),
+    SolverInfo(
+        "exact",
+        "streamplan.remat.exact:solve_exact_started",
+        "Checkmate's stage MILP solved by HiGHS, started from the scalable plan; reports its gap",
+    ),
+)
+_BY_NAME = {s.name: s for s in _REGISTRY}
+SOLVERS: tuple[str, ...] = tuple(_BY_NAME)
+DEFAULT_SOLVER = "scalable"
+
+
+def solver_info(name: str) -> SolverInfo:
+    info = _BY_NAME.get(name)
+    if info is None:
+        raise BudgetError(
+            f"unknown rematerialization solver {name!r}", hint=f"choose one of: {', '.join(SOLVERS)}"
+        )
+    return info
+
+
+def solve(
+    name: str,
+    problem: RematProblem,
+    target_bytes: int,
+    *,
+    time_limit_s: float = 10.0,
+    seed: int = 0,
+    hint: tuple[int, ...] | None = None,
+) -> SolverResult:
+    """Run solver ``name`` on ``problem`` under ``target_bytes``."""
+    module, _, fn = solver_info(name).path.partition(":")
+    solver: SolverFn = getattr(importlib.import_module(module), fn)
+    return solver(problem, target_bytes, time_limit_s=time_limit_s, seed=seed, hint=hint)

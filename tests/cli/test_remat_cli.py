@@ -1,0 +1,61 @@
+"""``streamplan remat``: the JSON the checks read, the files it writes, and its user errors."""
+
+from __future__ import annotations
+
+import json
+
+from helpers.cli import assert_user_error, sp
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.serialize import load
+from streamplan.schedule.verify import check_schedule
+
+FIELDS = (
+    "budget_bytes",
+    "worst_case_peak_bytes",
+    "baseline_worst_case_peak_bytes",
+    "makespan_ms",
+    "baseline_makespan_ms",
+    "added_compute_ms",
+    "recomputed_ops",
+    "solver",
+    "optimality_gap",
+)
+
+
+def test_json_files_and_the_rewritten_graph_everywhere(tmp_path):
+    g, s = tmp_path / "g.json", tmp_path / "s.json"
+    r = sp(
+        "remat", "random-train:12", "--budget", "0.8x", "--max-streams", "3", "--levels", "6",
+        "--json", "-o", str(g), "--schedule-out", str(s),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert all(k in d for k in FIELDS)
+    assert d["solver"] == "scalable" and d["optimality_gap"] is None and d["recomputed_ops"] > 0
+    assert d["worst_case_peak_bytes"] <= d["budget_bytes"] < d["baseline_worst_case_peak_bytes"]
+    graph, sched = load(g), StreamSchedule.load(s)
+    assert check_schedule(graph, sched) == []
+    assert sum(1 for n in graph.nodes if n.recompute_of) == d["recomputed_ops"]
+    assert sp("verify", str(g), str(s)).returncode == 0
+    shown = sp("show", str(g), "--graph")
+    assert shown.returncode == 0 and "(recompute of " in shown.stdout
+    mem = sp("memory", str(g), "--policy", "asap", "--json")
+    assert mem.returncode == 0, mem.stderr
+    png = tmp_path / "p.png"
+    assert sp("plot", str(g), "--policies", "asap", "-o", str(png)).returncode == 0 and png.stat().st_size > 0
+
+
+def test_text_output_and_the_separate_mode():
+    r = sp(
+        "remat", "random-train:12", "--budget", "0.9x", "--separate", "--policy", "nimble", "--levels", "6"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "worst-case peak" in r.stdout and "planned for one stream, then scheduled" in r.stdout
+
+
+def test_user_errors():
+    assert_user_error(sp("remat", "random-train:8", "--budget", "lots"), "cannot read the budget")
+    assert_user_error(sp("remat", "random-train:8", "--budget", "1MiB", "--solver", "magic"), "unknown")
+    j = sp("remat", "random-train:8", "--budget", "10KiB", "--json")
+    assert_user_error(j, "no plan fits a budget of", "no plan can go below")
+    assert json.loads(j.stdout)["error"]["kind"] == "BudgetError"
