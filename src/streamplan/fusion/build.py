@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from streamplan.cost.opcost import op_base_name
 from streamplan.fusion.groups import Grouping
 from streamplan.fusion.kinds import op_class
+from streamplan.fusion.training_meta import carried_training_facts
 from streamplan.ir.dtypes import itemsize
 from streamplan.ir.fused import CONCAT_IN_PLACE, make_fused_node
 from streamplan.ir.graph import Graph, Node
@@ -52,7 +53,8 @@ def build_fused_graph(
             kernel_of[m] = node.id
     order = _kernel_order(graph, grouping.groups, kernel_of, extra_deps or {})
     values = {k: v for k, v in graph.values.items() if k not in dropped}
-    fused = graph.replace(nodes=tuple(built[k] for k in order), values=values)
+    training = carried_training_facts(graph, values, kernel_of)
+    fused = graph.replace(nodes=tuple(built[k] for k in order), values=values, **training)
     return verify(fused), parts_of
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from streamplan.cost.opcost import op_base_name
 from streamplan.fusion.kinds import op_class
+from streamplan.fusion.training_meta import carried_training_facts
 from streamplan.ir.graph import Graph, Node
 
 RANDOM_OPS = frozenset(
@@ -88,7 +89,8 @@ def deduplicate(graph: Graph, dropped: Mapping[str, str]) -> Graph:
         if value.storage in rename:
             value = dataclasses.replace(value, storage=rename[value.storage])
         values[vid] = value
-    return graph.replace(nodes=tuple(nodes), values=values)
+    training = carried_training_facts(graph, values, {n.id: n.id for n in nodes})
+    return graph.replace(nodes=tuple(nodes), values=values, **training)
 
 
 def _pure(graph: Graph, node: Node) -> bool:
