@@ -85,6 +85,8 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_finishes(tmp_path):
 def test_bad_sweeps_are_user_errors(tmp_path):
     assert_user_error(sp("sweep", "--models", "nope"), "unknown model 'nope'")
     assert_user_error(sp("sweep", "--models", "seed-example1", "--batches", "0"), "batch size")
+    assert_user_error(sp("sweep", "--models", "random:8", "--budgets", "0.8x"), "budget-aware policies")
+    assert_user_error(sp("sweep", "--models", "random:8", "--fusion", "fast"), "unknown fusion mode 'fast'")
     assert_user_error(sp("sweep", "--models", "seed-example1", "-o", "r.csv", cwd=tmp_path), "JSON Lines")
     assert_user_error(sp("sweep", "--file", "nope.toml", cwd=tmp_path), "cannot read the sweep file")
     (tmp_path / "s.toml").write_text('models = ["seed-example1"]\npolicies = ["asap"]\n')

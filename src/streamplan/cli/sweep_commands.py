@@ -17,6 +17,7 @@ from streamplan.cli.common import (
     emit_json,
     err,
     out,
+    parse_fusions,
     write_file,
 )
 from streamplan.cli.errors import EXIT_INTERRUPTED
@@ -59,7 +60,9 @@ def sweep(
     cuda_graphs: bool = typer.Option(
         False, "--cuda-graphs", help="cost each schedule replayed as one CUDA graph (no launch overhead)"
     ),
-    fusion: list[str] | None = _list("fusion modes: none, first, stream-aware (default: none)", "--fusion"),
+    fusion: list[str] | None = _list(
+        "fusion modes: none, first, stream-aware, or all (default: none)", "--fusion"
+    ),
     sweep_file: str | None = typer.Option(
         None,
         "--file",
@@ -121,7 +124,8 @@ def sweep(
 
     axes, settings = load_sweep_file(sweep_file) if sweep_file else ({}, None)
     given = {"model": models, "batch": batches, "policy": policies, "device": devices}
-    given.update(max_streams=max_streams, dtype=dtypes, budget=budgets, optimizer=optimizers, fusion=fusion)
+    modes = parse_fusions(",".join(fusion)) if fusion else None  # as compare's --fusion (all: every mode)
+    given.update(max_streams=max_streams, dtype=dtypes, budget=budgets, optimizer=optimizers, fusion=modes)
     axes.update({k: ",".join(v) for k, v in given.items() if v})
     axes.update({k: [True] for k, on in (("train", train), ("cuda_graphs", cuda_graphs)) if on})
     spec = SweepSpec.of(**axes)
