@@ -115,7 +115,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None, help="workers (default: one per core)")
     ap.add_argument("--quick", action="store_true", help="a 36-row sweep")
     ap.add_argument("--training", action="store_true", help="a 40-row sweep of training steps")
-    ap.add_argument("--only", help="run only the configurations whose label contains this text (or one of A|B)")
+    ap.add_argument(
+        "--only", help="run only the configurations whose label contains this text (or one of A|B)"
+    )
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--startup-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
