@@ -47,7 +47,7 @@ def policy_label(row: SweepRow) -> str:
 
 def _value(name: str, v: Any) -> str:
     if isinstance(v, bool):
-        return {"train": ("inference", "train"), "cuda_graphs": ("streams", "graphs")}[name][v]
+        return {"train": ("inference", "train"), "cuda_graphs": ("eager", "CUDA graphs")}[name][v]
     return str(v)
 
 
