@@ -8,6 +8,12 @@ configuration runs in a fresh process, so its figure includes what a user pays:
 starting the workers (and Ray), importing torch where a worker captures, the captures
 and the jobs. ``--quick`` is a 36-row sweep for a smoke test. Last, what starting a
 pool costs with forkserver and with spawned workers (medians of 3, fresh processes).
+
+``--training`` sweeps training steps instead: squeezenet and random:60:1 at batch 8,
+optimizers sgd and adam, with and without CUDA graphs, under sequential, wavefront, asap
+and nimble (32 rows, 4 training captures), to show what sharing a training capture
+saves. (IOS and the budget search take tens of seconds each on a SqueezeNet training
+step, which would only measure them.)
 """
 
 from __future__ import annotations
@@ -32,16 +38,27 @@ CONFIGS = [  # (label, engine, workers, share captures)
 ]
 
 
-def one(engine: str, workers: int | None, share: bool, quick: bool) -> dict:
+def one(engine: str, workers: int | None, share: bool, quick: bool, training: bool = False) -> dict:
     """Run one configuration here (the child process) and return its figures."""
-    from streamplan.sweep import LocalEngine, RayEngine, SweepSpec, run_sweep
+    from streamplan.sweep import LocalEngine, RayEngine, SweepSettings, SweepSpec, run_sweep
 
-    spec = SweepSpec.of(
-        models=QUICK_MODELS if quick else MODELS,
-        batches=[1, 8],
-        policies="sequential,asap,ios" if quick else POLICIES,
-        devices="v100,h100",
-    )
+    settings = SweepSettings()
+    if training:
+        spec = SweepSpec.of(
+            models="squeezenet,random:60:1",
+            batches=[8],
+            train=True,
+            optimizers="sgd,adam",
+            cuda_graphs="false,true",
+            policies="sequential,wavefront,asap,nimble",
+        )
+    else:
+        spec = SweepSpec.of(
+            models=QUICK_MODELS if quick else MODELS,
+            batches=[1, 8],
+            policies="sequential,asap,ios" if quick else POLICIES,
+            devices="v100,h100",
+        )
     t0 = time.perf_counter()
     init_s = 0.0
     if engine == "ray":
@@ -52,7 +69,7 @@ def one(engine: str, workers: int | None, share: bool, quick: bool) -> dict:
         eng = RayEngine()
     else:  # "spawn": workers that import streamplan each, instead of forking from a preloaded server
         eng = LocalEngine(workers, start_method="spawn" if engine == "spawn" else None)
-    result = run_sweep(spec, engine=eng, share_captures=share)
+    result = run_sweep(spec, settings=settings, engine=eng, share_captures=share)
     wall_s = time.perf_counter() - t0
     return {
         "rows": len(result.rows),
@@ -96,7 +113,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=None, help="workers (default: one per core)")
     ap.add_argument("--quick", action="store_true", help="a 36-row sweep")
-    ap.add_argument("--only", help="run only the configurations whose label contains this text")
+    ap.add_argument("--training", action="store_true", help="a 32-row sweep of training steps")
+    ap.add_argument(
+        "--only", help="run only the configurations whose label contains this text (or one of A|B)"
+    )
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--startup-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -105,20 +125,23 @@ def main() -> None:
         return
     if args.child:
         engine, workers, share = args.child
-        figures = one(engine, int(workers) or None, share == "1", args.quick)
+        figures = one(engine, int(workers) or None, share == "1", args.quick, args.training)
         print(json.dumps(figures))
         return
     cores = os.cpu_count()
-    print(f"{cores} cores; sweep of {'36' if args.quick else '120'} rows\n")
+    size = "32 rows of training steps" if args.training else f"{'36' if args.quick else '120'} rows"
+    print(f"{cores} cores; sweep of {size}\n")
     print("| configuration | workers | rows | failed | wall s | of which Ray start s | rows/min | job s |")
     print("|---|---|---|---|---|---|---|---|")
     for label, engine, workers, share in CONFIGS:
-        if args.only and args.only not in label:
+        if args.only and not any(part in label for part in args.only.split("|")):
             continue
         w = workers or args.workers or cores
         cmd = [sys.executable, __file__, "--child", engine, str(w), "1" if share else "0"]
         if args.quick:
             cmd.append("--quick")
+        if args.training:
+            cmd.append("--training")
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         f = json.loads(out.strip().splitlines()[-1])
         rpm = 60 * f["rows"] / f["wall_s"]
@@ -127,7 +150,7 @@ def main() -> None:
             f"{rpm:.0f} | {f['job_s']:.1f} |",
             flush=True,
         )
-    if not args.only:
+    if not args.only and not args.training:
         startup_table()
 
 

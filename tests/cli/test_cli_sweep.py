@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from helpers.cli import assert_user_error, sp
 
 
@@ -83,6 +85,8 @@ def test_ctrl_c_keeps_every_finished_row_and_the_rerun_finishes(tmp_path):
 def test_bad_sweeps_are_user_errors(tmp_path):
     assert_user_error(sp("sweep", "--models", "nope"), "unknown model 'nope'")
     assert_user_error(sp("sweep", "--models", "seed-example1", "--batches", "0"), "batch size")
+    assert_user_error(sp("sweep", "--models", "random:8", "--budgets", "0.8x"), "budget-aware policies")
+    assert_user_error(sp("sweep", "--models", "random:8", "--fusion", "fast"), "unknown fusion mode 'fast'")
     assert_user_error(sp("sweep", "--models", "seed-example1", "-o", "r.csv", cwd=tmp_path), "JSON Lines")
     assert_user_error(sp("sweep", "--file", "nope.toml", cwd=tmp_path), "cannot read the sweep file")
     (tmp_path / "s.toml").write_text('models = ["seed-example1"]\npolicies = ["asap"]\n')
@@ -96,3 +100,44 @@ def test_bad_sweeps_are_user_errors(tmp_path):
     assert_user_error(
         sp("sweep", "--models", "seed-example1", "--ray", cwd=tmp_path, env=env), "streamplan[ray]"
     )
+
+
+@pytest.mark.slow  # a budget search on a training step, a CLI compare
+def test_training_budget_and_cuda_graph_axes_give_compare_rows_and_a_pareto_plot(tmp_path):
+    args = ["sweep", "--models", "random:8:1", "--policies", "sequential,asap,budget"]
+    args += ["--budgets", "1.2x,none", "--train", "--optimizer", "sgd", "--cuda-graphs"]
+    args += ["--workers", "2", "--time-limit", "2", "-o", "r.jsonl"]
+    r = sp(*args, "--plots", "p", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    order = ["sequential", "asap", "budget"]  # rows are written as they finish: put them in job order
+    rows = sorted(
+        _rows(tmp_path / "r.jsonl"), key=lambda row: (order.index(row["policy"]), row["budget"] is None)
+    )
+    assert [(row["policy"], row["budget"]) for row in rows] == [
+        ("sequential", None),
+        ("asap", None),
+        ("budget", "1.2x"),
+        ("budget", None),
+    ]
+    assert all(row["train"] and row["optimizer"] == "sgd" and row["cuda_graphs"] for row in rows)
+    assert all(row["error"] is None and row["bound_ratio"] >= 1.0 for row in rows), rows
+    best = min(rows, key=lambda row: row["makespan_ms"])
+    assert f" {best['policy']}{'@' + best['budget'] if best['budget'] else ''} " in r.stdout
+    for what in ("speedup", "peak", "pareto"):
+        assert (tmp_path / f"p-{what}.png").stat().st_size > 1000
+    compare = sp(
+        "compare",
+        "random:8:1",
+        "--train",
+        "--optimizer",
+        "sgd",
+        "--cuda-graphs",
+        "--json",
+        "--policies",
+        "sequential,asap",
+    )
+    assert compare.returncode == 0, compare.stderr
+    for mine, theirs in zip(rows, json.loads(compare.stdout)["rows"]):  # sequential, asap
+        assert set(theirs) <= set(mine)
+        assert mine["bound_ms"] == theirs["bound_ms"] and mine["makespan_ms"] == theirs["makespan_ms"]
+        assert mine["memory_breakdown"] == theirs["memory_breakdown"]

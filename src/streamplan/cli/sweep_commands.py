@@ -1,4 +1,5 @@
-"""``sweep``: every combination of models, batches, dtypes, devices, stream caps and policies."""
+"""``sweep``: every combination of models, batches, dtypes, training steps, devices, CUDA-graph
+mode, stream caps, fusion modes, policies and memory budgets."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from streamplan.cli.common import (
     emit_json,
     err,
     out,
+    parse_fusions,
     write_file,
 )
 from streamplan.cli.errors import EXIT_INTERRUPTED
@@ -42,6 +44,25 @@ def sweep(
     devices: list[str] | None = _list("device profiles (default: v100)", "--devices"),
     max_streams: list[str] | None = _list("stream caps (default: 8)", "--max-streams"),
     dtypes: list[str] | None = _list("dtypes (default: float32)", "--dtypes"),
+    budgets: list[str] | None = _list(
+        "memory budgets of budget-aware policies: 0.8x (of the sequential worst-case peak), 12MiB, none",
+        "--budgets",
+    ),
+    train: bool = typer.Option(
+        False, "--train", help="training steps (forward, loss, backward, update) instead of inference"
+    ),
+    optimizers: list[str] | None = typer.Option(
+        None,
+        "--optimizers",
+        "--optimizer",
+        help="the training step's updates: none, sgd, momentum, adam (comma-separated; needs --train)",
+    ),
+    cuda_graphs: bool = typer.Option(
+        False, "--cuda-graphs", help="cost each schedule replayed as one CUDA graph (no launch overhead)"
+    ),
+    fusion: list[str] | None = _list(
+        "fusion modes: none, first, stream-aware, or all (default: none)", "--fusion"
+    ),
     sweep_file: str | None = typer.Option(
         None,
         "--file",
@@ -65,7 +86,8 @@ def sweep(
     plots: str | None = typer.Option(
         None,
         "--plots",
-        help="write PREFIX-speedup.png and PREFIX-peak.png (speedup, worst-case peak vs batch)",
+        help="write PREFIX-speedup.png, PREFIX-peak.png (speedup, worst-case peak vs batch) and "
+        "PREFIX-pareto.png (latency vs worst-case peak across policies and budgets)",
     ),
     plot_format: str = typer.Option("png", "--plot-format", help="png, svg or pdf"),
     force: bool = ForceOpt,
@@ -95,15 +117,17 @@ def sweep(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run compare over every combination of the axes, locally or on Ray; resumable JSON Lines rows."""
-    from streamplan.report.sweep import FORMATS, failures, render, summary_table
+    from streamplan.report.sweep import FORMATS, PLOTS, failures, render, summary_table
     from streamplan.sweep import SweepInterrupted, SweepMismatchError, SweepSettings, SweepSpec, run_sweep
     from streamplan.sweep.export import check_parquet, to_csv, to_parquet
     from streamplan.sweep.sweep_file import load_sweep_file
 
     axes, settings = load_sweep_file(sweep_file) if sweep_file else ({}, None)
     given = {"model": models, "batch": batches, "policy": policies, "device": devices}
-    given.update(max_streams=max_streams, dtype=dtypes)
+    modes = parse_fusions(",".join(fusion)) if fusion else None  # as compare's --fusion (all: every mode)
+    given.update(max_streams=max_streams, dtype=dtypes, budget=budgets, optimizer=optimizers, fusion=modes)
     axes.update({k: ",".join(v) for k, v in given.items() if v})
+    axes.update({k: [True] for k, on in (("train", train), ("cuda_graphs", cuda_graphs)) if on})
     spec = SweepSpec.of(**axes)
     settings = _settings(settings or SweepSettings(), no_memory, include_inputs, include_params, time_limit)
     if plot_format not in FORMATS:
@@ -112,7 +136,7 @@ def sweep(
         _check_journal(output)
     protected = tuple(p for p in (output, sweep_file) if p)
     exports = [(p, f) for p, f in ((csv_out, "csv"), (parquet_out, "parquet")) if p]
-    plot_files = {what: f"{plots}-{what}.{plot_format}" for what in ("speedup", "peak")} if plots else {}
+    plot_files = {what: f"{plots}-{what}.{plot_format}" for what in PLOTS} if plots else {}
     for path, _ in exports:
         check_file(path, force=force, protected=protected)
     for path in plot_files.values():

@@ -34,6 +34,7 @@ class PolicyInfo:
     summary: str
     options: frozenset[str] = frozenset()
     multi_stream: bool = True
+    budgeted: bool = False  # reads the context's memory budget (others ignore it)
 
 
 # Display order: baselines first, then the multi-stream policies from simple to searched.
@@ -73,6 +74,7 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         "streamplan.budget.policy:schedule_budget",
         "the fastest schedule found whose worst-case peak fits the context's memory budget",
         frozenset({"solver", "exact_max_ops", "fixed"}),
+        budgeted=True,
     ),
 )
 _BY_NAME: dict[str, PolicyInfo] = {p.name: p for p in _REGISTRY}

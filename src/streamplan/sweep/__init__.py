@@ -1,5 +1,6 @@
 """Sweeps: the same analysis as ``compare`` over every combination of models, batches,
-dtypes, devices, stream caps and policies, on a local process pool or a Ray cluster.
+dtypes, inference or training steps (and optimizers), devices, CUDA-graph mode, stream
+caps, fusion modes, policies and memory budgets, on a local process pool or a Ray cluster.
 
 .. code-block:: python
 

@@ -18,7 +18,7 @@ from typing import Any
 from streamplan.errors import ModelSpecError
 from streamplan.ir.frozen import FrozenDict
 from streamplan.models import DTYPES, ModelRequest
-from streamplan.schedule.context import ScheduleContext
+from streamplan.schedule.context import FUSION_MODES, MemoryBudget, ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,14 @@ class Job:
     model: str
     batch: int | None = None  # None: the model's own example batch
     dtype: str = "float32"
+    train: bool = False  # one training step (forward, loss, backward, update) instead of inference
+    optimizer: str = "none"  # the training step's update ("none" for inference)
     device: str = "v100"
+    cuda_graphs: bool = False  # the schedule replayed as one CUDA graph (no launch overhead)
     max_streams: int = 8
+    fusion: str = "none"
     policy: str = "sequential"
+    budget: str | None = None  # memory budget of a budget-aware policy ("0.8x", "12582912B"); None: none
 
     def key(self) -> tuple[Any, ...]:
         """The row's identity in the output: the axis values, in ``AXES`` order."""
@@ -38,7 +43,9 @@ class Job:
 
     def request(self) -> ModelRequest:
         """Which graph the job analyses; jobs with equal requests share one capture."""
-        return ModelRequest(self.model, batch=self.batch, dtype=self.dtype)
+        return ModelRequest(
+            self.model, batch=self.batch, dtype=self.dtype, train=self.train, optimizer=self.optimizer
+        )
 
     def context(self, settings: SweepSettings) -> ScheduleContext:
         """The scheduling context of the job (no progress: it runs in a worker)."""
@@ -46,9 +53,12 @@ class Job:
 
         return make_context(
             device=self.device,
+            cuda_graphs=self.cuda_graphs,
             max_streams=self.max_streams,
+            budget=None if self.budget is None else MemoryBudget.parse(self.budget),
             time_limit_s=settings.time_limit_s,
             seed=settings.seed,
+            fusion=self.fusion,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,7 +71,29 @@ class Job:
 
     def describe(self) -> str:
         batch = "default batch" if self.batch is None else f"batch {self.batch}"
-        return f"{self.model} ({batch}, {self.dtype}) / {self.policy} on {self.device}, {self.max_streams} streams"
+        step = f", training step ({self.optimizer})" if self.train else ""
+        policy = self.policy if self.budget is None else f"{self.policy} under {self.budget}"
+        extras = "".join(
+            (
+                ", as CUDA graphs" if self.cuda_graphs else "",
+                f", fusion {self.fusion}" if self.fusion != _field_default("fusion") else "",
+            )
+        )
+        return (
+            f"{self.model} ({batch}, {self.dtype}{step}) / {policy} on {self.device}, "
+            f"{self.max_streams} streams{extras}"
+        )
+
+    def normalized(self) -> Job:
+        """The job with the axes that do not apply to it at their neutral value: a policy that
+        takes no memory budget has none, an inference graph no optimizer. ``SweepSpec.jobs``
+        keeps one job per normalized combination."""
+        changes: dict[str, Any] = {}
+        if self.budget is not None and not budget_aware(self.policy):
+            changes["budget"] = None
+        if not self.train and self.optimizer != "none":
+            changes["optimizer"] = "none"
+        return dataclasses.replace(self, **changes) if changes else self
 
 
 @dataclass(frozen=True)
@@ -159,6 +191,52 @@ def _policy(v: Any) -> str:
     return name
 
 
+def _flag(name: str) -> Callable[[Any], bool]:
+    def parse(v: Any) -> bool:
+        if isinstance(v, bool):
+            return v
+        text = str(v).strip().lower()
+        if text in ("true", "yes", "on", "1"):
+            return True
+        if text in ("false", "no", "off", "0"):
+            return False
+        raise ModelSpecError(f"{name} must be true or false, got {v!r}")
+
+    return parse
+
+
+def _optimizer(v: Any) -> str:
+    from streamplan.ir.training import OPTIMIZERS
+
+    name = _text("an optimizer")(v).lower()
+    if name not in OPTIMIZERS:
+        raise ModelSpecError(f"unknown optimizer {name!r}", hint=f"use one of {', '.join(OPTIMIZERS)}")
+    return name
+
+
+def _fusion(v: Any) -> str:
+    name = _text("a fusion mode")(v)
+    if name not in FUSION_MODES:
+        raise ModelSpecError(f"unknown fusion mode {name!r}", hint=f"use one of {', '.join(FUSION_MODES)}")
+    return name
+
+
+def _budget(v: Any) -> str | None:
+    """A memory budget in one spelling per value (so that ``1.0x`` and ``1x`` are one row):
+    a factor of the sequential peak as ``0.8x``, a size as bytes (``12582912B``); ``none``: no budget."""
+    if v is None or (isinstance(v, str) and v.strip().lower() == "none"):
+        return None
+    budget = MemoryBudget.parse(str(v))
+    return f"{budget.factor:g}x" if budget.factor is not None else f"{budget.limit_bytes}B"
+
+
+def budget_aware(policy: str) -> bool:
+    """Whether ``policy`` reads the context's memory budget (its registry entry says so)."""
+    from streamplan.schedule.registry import policy_info
+
+    return policy_info(policy).budgeted
+
+
 def _model(v: Any) -> str:
     spec = _text("a model")(v)
     check_model_spec(spec)
@@ -180,9 +258,14 @@ AXES: tuple[Axis, ...] = (
     Axis("model", "models", _model, None),
     Axis("batch", "batches", _batch, (None,)),
     Axis("dtype", "dtypes", _dtype, ("float32",)),
+    Axis("train", "train", _flag("train"), (False,)),
+    Axis("optimizer", "optimizers", _optimizer, ("none",)),
     Axis("device", "devices", _device, ("v100",)),
+    Axis("cuda_graphs", "cuda_graphs", _flag("cuda_graphs"), (False,)),
     Axis("max_streams", "max_streams", _positive_int("max_streams"), (8,)),
+    Axis("fusion", "fusion", _fusion, ("none",)),
     Axis("policy", "policies", _policy, ("sequential", "asap", "ios")),
+    Axis("budget", "budgets", _budget, (None,)),
 )
 AXIS_NAMES: tuple[str, ...] = tuple(a.name for a in AXES)
 
@@ -249,24 +332,45 @@ class SweepSpec:
                 raise ModelSpecError(f"a sweep needs {a.plural}", hint=f"name at least one of its {a.plural}")
             else:
                 values[a.name] = a.default
+        _check_applies(values)
         return SweepSpec(FrozenDict(values))
 
     def jobs(self) -> list[Job]:
-        """Every combination, models outermost (so jobs sharing a capture are adjacent)."""
+        """Every combination, models outermost (so jobs sharing a capture are adjacent); an axis
+        that does not apply to a job (a budget to a policy that takes none, an optimizer to
+        inference) does not multiply it: such a job appears once, at the axis's neutral value."""
         names = [a.name for a in AXES]
-        return [
-            Job(**dict(zip(names, combo))) for combo in itertools.product(*(self.values[n] for n in names))
-        ]
+        combos = itertools.product(*(self.values[n] for n in names))
+        return list(dict.fromkeys(Job(**dict(zip(names, combo))).normalized() for combo in combos))
 
     def __len__(self) -> int:
-        n = 1
-        for v in self.values.values():
-            n *= len(v)
-        return n
+        return len(self.jobs())
 
     def to_dict(self) -> dict[str, list[Any]]:
         return {a.plural: list(self.values[a.name]) for a in AXES}
 
 
+def _check_applies(values: Mapping[str, tuple[Any, ...]]) -> None:
+    """Refuse budgets without a budget-aware policy, optimizers without training steps: they
+    would silently make no rows of their own."""
+    if any(b is not None for b in values["budget"]) and not any(budget_aware(p) for p in values["policy"]):
+        from streamplan.schedule.registry import POLICIES
+
+        aware = ", ".join(p for p in POLICIES if budget_aware(p))
+        raise ModelSpecError(
+            "memory budgets only apply to budget-aware policies",
+            hint=f"add one of them to the policies: {aware}",
+        )
+    if any(o != "none" for o in values["optimizer"]) and True not in values["train"]:
+        raise ModelSpecError(
+            "an optimizer only applies to training steps", hint="sweep training steps (train)"
+        )
+
+
 def _is_list(v: Any) -> bool:
     return isinstance(v, (list, tuple, set, frozenset))
+
+
+def _field_default(name: str) -> Any:
+    """A ``Job`` field's default (its neutral value)."""
+    return Job.__dataclass_fields__[name].default

@@ -10,6 +10,7 @@ error goes into the job's row and the sweep goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -118,9 +119,11 @@ def _baseline_ms(job: Job, settings: SweepSettings, graph: Graph) -> float:
     from streamplan.app.analysis import run_policy
     from streamplan.schedule.registry import BASELINE_POLICY
 
-    key = (job.request(), graph.name, len(graph.nodes), job.device, job.max_streams, settings)
+    # the sequential job of the same graph and context (no budget: sequential takes none)
+    base = dataclasses.replace(job, policy=BASELINE_POLICY, budget=None)
+    key = (base.key(), graph.name, len(graph.nodes), settings)
     if key not in _baselines:
         if len(_baselines) > 256:
             _baselines.clear()
-        _baselines[key] = run_policy(graph, BASELINE_POLICY, job.context(settings)).makespan_ms
+        _baselines[key] = run_policy(graph, BASELINE_POLICY, base.context(settings)).makespan_ms
     return _baselines[key]
