@@ -7,6 +7,7 @@ from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.codegen import Predictions, default_class_name, generate_module
+from streamplan.errors import UnsupportedError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators import replay
@@ -69,7 +70,18 @@ def codegen_run(
     model: str | None = None,
     class_name: str | None = None,
 ) -> GeneratedModule:
-    """The module for a scheduled and simulated ``run`` of ``graph``."""
+    """The module for a scheduled and simulated ``run`` of ``graph``.
+
+    A run of fused kernels is refused: a kernel is Inductor's generated code, which a
+    module of ATen calls cannot hold.
+    """
+    if run.fusion is not None:
+        raise UnsupportedError(
+            f"codegen writes each ATen op as one call; the {run.schedule.policy} schedule runs "
+            f"{run.fusion_mode}-fused kernels, which it cannot write",
+            where=graph.name,
+            hint="generate the module from a schedule made without fusion",
+        )
     predictions = predict(graph, run, ctx)
     s = run.schedule
     name = class_name or default_class_name(graph, s)

@@ -9,14 +9,18 @@ from streamplan.cli.common import (
     DEFAULT_POLICIES,
     BatchOpt,
     DeviceOpt,
+    FUSION_HELP,
     DtypeOpt,
     ForceOpt,
+    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -41,10 +45,16 @@ def codegen(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
+    fusion: str = typer.Option(
+        "none", "--fusion", help="none only: fused kernels cannot be written as ATen calls (" + FUSION_HELP + ")"
+    ),
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Write a schedule as a self-contained PyTorch module (torch only): streams, events, frees."""
+    """Write a schedule as a self-contained PyTorch module (torch only): streams, events, frees;
+    with --train, one training step (forward, loss, backward, optimizer update)."""
     from streamplan.app.codegen import codegen_policy
     from streamplan.app.context import make_context
     from streamplan.ir.schedule import StreamSchedule
@@ -53,8 +63,8 @@ def codegen(
         check_file(output, force=force, protected=(model,) + ((schedule_file,) if schedule_file else ()))
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         result = codegen_policy(
             g, saved if saved is not None else policy, ctx, model=model, class_name=class_name
         )
