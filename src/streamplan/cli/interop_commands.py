@@ -7,12 +7,11 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import (
     DEFAULT_POLICIES,
+    FUSION_HELP,
     BatchOpt,
     DeviceOpt,
-    FUSION_HELP,
     DtypeOpt,
     ForceOpt,
-    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
@@ -48,7 +47,9 @@ def codegen(
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = typer.Option(
-        "none", "--fusion", help="none only: fused kernels cannot be written as ATen calls (" + FUSION_HELP + ")"
+        "none",
+        "--fusion",
+        help="none only: fused kernels cannot be written as ATen calls (" + FUSION_HELP + ")",
     ),
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,

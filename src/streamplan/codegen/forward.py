@@ -36,7 +36,9 @@ def class_lines(
     params = ", ".join(["self", *(f"{a}: torch.Tensor" for a in args)])
     doc = f'"""{graph.name} in the launch order of its {schedule.policy} schedule."""'
     if step is not None:
-        doc = f'"""One training step of {graph.name} in the launch order of its {schedule.policy} schedule."""'
+        doc = (
+            f'"""One training step of {graph.name} in the launch order of its {schedule.policy} schedule."""'
+        )
         if len(doc) + 4 > ps.LINE_LENGTH:
             doc = f'"""One training step in the launch order of its {schedule.policy} schedule."""'
     lines = [

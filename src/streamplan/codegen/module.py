@@ -120,7 +120,9 @@ def generate_module(
         lines += ["", *_dict_display("PREDICTIONS", items)]
     if step is not None:
         lines += ["", "# what forward returns, in order"]
-        lines += ps.exploded("(", [ps.literal(o) for o in _output_names(graph, step)], indent=0, prefix="OUTPUTS = ")
+        lines += ps.exploded(
+            "(", [ps.literal(o) for o in _output_names(graph, step)], indent=0, prefix="OUTPUTS = "
+        )
     lines += [
         "",
         "# name in the model's state_dict, shape, dtype, kind (param, buffer, constant or state)",
@@ -228,7 +230,9 @@ def _training_header(step: TrainingStep) -> list[str]:
     if settings:
         lines.append(f"  {settings}")
     if step.optimizer == "adam":
-        lines.append(f"  Adam's bias corrections are those of step {h.get('step', 1.0):g} (constants of the graph)")
+        lines.append(
+            f"  Adam's bias corrections are those of step {h.get('step', 1.0):g} (constants of the graph)"
+        )
     return lines
 
 
