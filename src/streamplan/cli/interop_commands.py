@@ -12,6 +12,7 @@ from streamplan.cli.common import (
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
+    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
@@ -19,6 +20,7 @@ from streamplan.cli.common import (
     OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TimeLimitOpt,
     TrainOpt,
     check_file,
     emit_json,
@@ -98,10 +100,18 @@ def report(
     dtype: str | None = DtypeOpt,
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
+    fusion: str = FusionOpt,
+    pareto_points: int = typer.Option(
+        6, "--pareto-points", min=0, help="budgets on the Pareto front's grid (0: no front)"
+    ),
+    time_limit: float = TimeLimitOpt,
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Write one self-contained HTML page: policy table, memory over time, stream timelines, explanations."""
+    """Write one self-contained HTML page: policy table, memory over time (by role for a training
+    step), the latency/memory Pareto front, stream timelines, explanations."""
     from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.report import report_model
@@ -111,10 +121,17 @@ def report(
     plotly_js()  # a missing plotly fails now, before any work
     names = parse_policies(policies)
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(
+            device=device, max_streams=max_streams, progress=progress, fusion=fusion, time_limit_s=time_limit
+        )
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         result = report_model(
-            g, names, ctx, model=model, includes=MemoryOptions(include_inputs, include_params)
+            g,
+            names,
+            ctx,
+            model=model,
+            includes=MemoryOptions(include_inputs, include_params),
+            pareto_points=pareto_points,
         )
         progress("writing the page", None, None)
         page = render_html(result)

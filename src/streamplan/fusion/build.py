@@ -52,8 +52,27 @@ def build_fused_graph(
             kernel_of[m] = node.id
     order = _kernel_order(graph, grouping.groups, kernel_of, extra_deps or {})
     values = {k: v for k, v in graph.values.items() if k not in dropped}
-    fused = graph.replace(nodes=tuple(built[k] for k in order), values=values)
+    roles = {k: r for k, r in graph.roles.items() if k in values}  # a storage inside a kernel has none
+    fused = graph.replace(
+        nodes=tuple(built[k] for k in order),
+        values=values,
+        roles=roles,
+        meta=_kernel_meta(graph.meta, kernel_of),
+    )
     return verify(fused), parts_of
+
+
+def _kernel_meta(meta: Mapping, kernel_of: Mapping[str, str]) -> Mapping:
+    """A training step's phase boundaries moved to the kernels that hold their first ops."""
+    training = meta.get("training")
+    if not isinstance(training, Mapping):
+        return meta
+    moved = {
+        k: kernel_of.get(training[k], training[k])
+        for k in ("first_backward_op", "first_optimizer_op")
+        if training.get(k) is not None
+    }
+    return {**meta, "training": {**training, **moved}}
 
 
 def _fuse(
