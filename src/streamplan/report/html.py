@@ -329,7 +329,7 @@ def pareto_chart(report: ModelReport, charts: list) -> str:
         + f'<p class="note">The budget policy\'s fastest schedule for each budget from the floor '
         f"({floor:.2f} MiB, dotted: the memory-optimal one-stream order; only rematerialization goes lower) "
         f"to the fastest fixed policy's figure, found in {front.search_time_s:.1f} s{where}. "
-        "A fixed policy below and to the right of the line is dominated.</p></section>"
+        "A fixed policy above and to the right of a front point is slower and larger: dominated.</p></section>"
     )
 
 
