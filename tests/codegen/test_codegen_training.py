@@ -161,3 +161,23 @@ def test_codegen_cli_training_step(tmp_path) -> None:
         sp("codegen", "seed-example2", "--fusion", "first", "-o", str(tmp_path / "f.py")),
         "fused kernels",
     )
+
+
+@pytest.mark.slow
+def test_gpu_training_check_dry_run(tmp_path, capsys, monkeypatch) -> None:
+    """bench/gpu_codegen_training.py must not first fail on a lent GPU: its CPU dry run goes end to end."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    monkeypatch.syspath_prepend(str(bench))
+    spec = importlib.util.spec_from_file_location("gpu_codegen_training", bench / "gpu_codegen_training.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_codegen_training", module)
+    spec.loader.exec_module(module)
+    out = tmp_path / "gct.json"
+    assert module.main(["--dry-run", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["policy"] for r in rows] == ["sequential", "nimble"] and all(r["matches_eager"] for r in rows)
+    assert "generated training steps (codegen --train) on cpu" in capsys.readouterr().out
