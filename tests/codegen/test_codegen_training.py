@@ -142,6 +142,25 @@ def test_training_stream_calls_satisfy_the_schedule(tmp_path, monkeypatch, polic
     assert ok, max_abs
 
 
+def test_training_module_runs_under_torch_compile(tmp_path) -> None:
+    """One graph, no fallback: the in-place updates of the held parameters trace too."""
+    problem, graph = mlp_problem(), mlp_graph("adam")
+    cls = generated_class(import_source(generate_module(graph, make_schedule(graph, "asap", CTX)), tmp_path))
+    plain, compiled = cls(), cls()
+    plain.load_weights(problem.module)
+    compiled.load_weights(problem.module)
+    torch._dynamo.reset()
+    step = torch.compile(compiled, backend="eager", fullgraph=True)
+    for want, got in zip(
+        plain(*problem.inputs, *problem.targets), step(*problem.inputs, *problem.targets), strict=True
+    ):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    for (name, want), got in zip(
+        plain.tensors.state_dict().items(), compiled.tensors.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+
+
 def test_fused_graphs_are_refused() -> None:
     from streamplan.fusion.plan import schedule_with_fusion
     from streamplan.models import load_model
