@@ -76,17 +76,21 @@ def codegen_run(
     module of ATen calls cannot hold.
     """
     if run.fusion is not None:
-        raise UnsupportedError(
-            f"codegen writes each ATen op as one call; the {run.schedule.policy} schedule runs "
-            f"{run.fusion_mode}-fused kernels, which it cannot write",
-            where=graph.name,
-            hint="generate the module from a schedule made without fusion",
-        )
+        raise _fused_error(graph.name, run.schedule.policy, run.fusion_mode)
     predictions = predict(graph, run, ctx)
     s = run.schedule
     name = class_name or default_class_name(graph, s)
     source = generate_module(graph, s, model=model, predictions=predictions, class_name=name)
     return GeneratedModule(source, name, graph.name, s.policy, s.num_streams, s.num_events, predictions)
+
+
+def _fused_error(graph: str, policy: str, mode: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"codegen writes each ATen op as one call; the {policy} schedule with {mode} fusion runs fused "
+        "kernels, which it cannot write",
+        where=graph,
+        hint="generate the module from a schedule made without fusion",
+    )
 
 
 def codegen_policy(
@@ -98,8 +102,11 @@ def codegen_policy(
     class_name: str | None = None,
 ) -> GeneratedModule:
     """Schedule ``graph`` with ``policy`` (or verify a given schedule), simulate it, write the module."""
+    ctx = ctx or DEFAULT_CONTEXT
     if isinstance(policy, StreamSchedule):
         run = run_schedule(graph, policy, ctx)
+    elif ctx.fusion != "none":  # refused before any scheduling work
+        raise _fused_error(graph.name, policy, ctx.fusion)
     else:
         run = run_policy(graph, policy, ctx)
     return codegen_run(graph, run, ctx, model=model, class_name=class_name)
