@@ -8,6 +8,7 @@ from typing import Any
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.codegen import Predictions, default_class_name, generate_module
 from streamplan.errors import UnsupportedError
+from streamplan.fusion.plan import fuses
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators import replay
@@ -105,7 +106,7 @@ def codegen_policy(
     ctx = ctx or DEFAULT_CONTEXT
     if isinstance(policy, StreamSchedule):
         run = run_schedule(graph, policy, ctx)
-    elif ctx.fusion != "none":  # refused before any scheduling work
+    elif fuses(ctx.fusion):  # refused before any scheduling work
         raise _fused_error(graph.name, policy, ctx.fusion)
     else:
         run = run_policy(graph, policy, ctx)

@@ -20,6 +20,7 @@ from typing import Any
 
 from streamplan.app.report import ModelReport, PolicyReport
 from streamplan.errors import UnsupportedError
+from streamplan.fusion.plan import fuses
 from streamplan.memory.breakdown import CATEGORIES
 from streamplan.report.units import MiB, fmt_bytes, fmt_count, fmt_ms
 from streamplan.report.views import explain_lines
@@ -105,7 +106,7 @@ def header(report: ModelReport, charts: list) -> str:
             f'<p class="summary">Fusion <b>{html.escape(report.fusion)}</b>: each policy runs '
             + ", ".join(f"{html.escape(p.policy)} {p.row.kernels} kernels" for p in _ok(report))
             + ".</p>"
-            if report.fusion != "none"
+            if fuses(report.fusion)
             else ""
         )
         + "</header>"
@@ -322,7 +323,7 @@ def pareto_chart(report: ModelReport, charts: list) -> str:
          "line": {"color": "#999999", "dash": "dot", "width": 1}}
     ]  # fmt: skip
     layout["height"] = 420
-    where = ", for the ops as captured" if report.fusion != "none" else ""
+    where = ", for the ops as captured" if fuses(report.fusion) else ""
     return (
         '<section id="pareto"><h2>Latency against memory</h2>'
         + _chart(charts, "pareto-front", [budget, fixed], layout, 2)
