@@ -32,8 +32,12 @@ def test_report_data_follows_the_analyses() -> None:
     assert {t.stream for t in asap.timeline} == {0, 1} and len(asap.timeline) == len(graph.nodes)
     assert asap.row.speedup is not None and seq.explanation is not None
     assert "asap" in asap.explanation.to_dict().get("other", {}).get("policy", "asap")
+    front = report.pareto
+    assert front is not None and front.points and front.dominates_fixed()
+    assert {f.policy for f in front.fixed} >= {"sequential", "asap"}
     page = render_html(report)
     assert page.startswith("<!doctype html>") and "Plotly.newPlot" in page
+    assert 'id="pareto-front"' in page and 'id="memory-roles"' not in page  # inference: no roles
     assert "<script src=" not in page and "<link " not in page  # nothing loaded from elsewhere
 
 
