@@ -3,7 +3,7 @@
 #   run(command="bash bench/gpu_session.sh", timeout_s=600)
 # The device image has python3 with torch, transformers, pytest and hypothesis but not this
 # package: it runs from src/ on PYTHONPATH (nothing to install). Results land in $OUT:
-#   versions.txt, cuda_tests.log, gpu_codegen.log, gpu_codegen.json, gpu_validate.log,
+#   versions.txt, cuda_tests.log, gpu_codegen.log, gpu_codegen.json, gpu_codegen_training.{log,json}, gpu_validate.log,
 #   gpu_validate.json, measured_<gpu>.json
 # gpu_validate.log ends with the budget schedules run for real: measured max_memory_allocated
 # against each budget (1.0x and 1.5x the sequential peak, inputs and params counted).
@@ -39,6 +39,10 @@ timeout 120 python3 -m pytest -q -p no:cacheprovider \
 # vs the prediction in their header
 timeout 150 python3 bench/gpu_codegen.py --budget-s 100 --out "$OUT/gpu_codegen.json" \
     2>&1 | tee "$OUT/gpu_codegen.log"
+# generated training steps (codegen --train) on CUDA streams: one step vs eager's
+# loss.backward() + torch.optim on the GPU, step time, max_memory_allocated
+timeout 90 python3 bench/gpu_codegen_training.py --budget-s 60 --out "$OUT/gpu_codegen_training.json" \
+    2>&1 | tee "$OUT/gpu_codegen_training.log"
 
 gpu=$(python3 -c "from streamplan.app.run import profile_for as p; print(p(\"cuda\"))")
 timeout $((BUDGET_S + 120)) python3 bench/gpu_validate.py --budget-s "$BUDGET_S" \

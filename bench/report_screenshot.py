@@ -2,6 +2,8 @@
 
     python bench/report_screenshot.py                       # inception_v3, docs/report.png
     python bench/report_screenshot.py --model squeezenet --out /tmp/r.png
+    python bench/report_screenshot.py --model googlenet --train --optimizer adam --section pareto \
+        --out docs/report_pareto.png                         # one section: a training step's front
 
 Needs plotly, playwright and Debian's chromium (as the report's browser tests do).
 """
@@ -24,6 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "report.png"))
     ap.add_argument("--height", type=int, default=1500, help="pixels of the page's top to keep")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--train", action="store_true", help="one training step instead of inference")
+    ap.add_argument("--optimizer", default="none")
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--pareto-points", type=int, default=6)
+    ap.add_argument("--time-limit", type=float, default=5.0)
+    ap.add_argument("--section", default=None, help="screenshot this section (its id: pareto, roles...) only")
     args = ap.parse_args(argv)
 
     from playwright.sync_api import sync_playwright
@@ -33,8 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     from streamplan.models import load_model
     from streamplan.report.html import render_html
 
-    graph = load_model(args.model)
-    report = report_model(graph, args.policies.split(","), make_context(device=args.device, max_streams=4))
+    graph = load_model(args.model, batch=args.batch, train=args.train, optimizer=args.optimizer)
+    ctx = make_context(device=args.device, max_streams=4, time_limit_s=args.time_limit)
+    report = report_model(
+        graph, args.policies.split(","), ctx, model=args.model, pareto_points=args.pareto_points
+    )
     with tempfile.TemporaryDirectory() as tmp:
         page_path = Path(tmp) / "report.html"
         page_path.write_text(render_html(report))
@@ -45,9 +56,12 @@ def main(argv: list[str] | None = None) -> int:
             page.wait_for_function(
                 "Array.from(document.querySelectorAll('.chart')).every(d => d.querySelector('.main-svg'))"
             )
-            page.locator("#timelines").scroll_into_view_if_needed()
-            page.evaluate("window.scrollTo(0, 0)")
-            page.screenshot(path=args.out, clip={"x": 0, "y": 0, "width": 1200, "height": args.height})
+            if args.section:
+                page.locator(f"section#{args.section}").screenshot(path=args.out)
+            else:
+                page.locator("#timelines").scroll_into_view_if_needed()
+                page.evaluate("window.scrollTo(0, 0)")
+                page.screenshot(path=args.out, clip={"x": 0, "y": 0, "width": 1200, "height": args.height})
             browser.close()
     print(f"wrote {args.out}")
     return 0

@@ -24,7 +24,7 @@ CTX = ScheduleContext(max_streams=4, time_limit_s=2.0)
 
 def test_report_data_follows_the_analyses() -> None:
     graph = load_model("seed-example2")
-    report = report_model(graph, ["asap", "sequential"], CTX)
+    report = report_model(graph, ["asap", "sequential"], CTX, pareto_points=3)
     assert [p.policy for p in report.policies] == ["sequential", "asap"]  # the baseline first
     seq, asap = report.policies
     assert seq.host_order_bytes == tuple(host_order_trace(graph, seq.run.schedule).trace_bytes())
@@ -32,8 +32,12 @@ def test_report_data_follows_the_analyses() -> None:
     assert {t.stream for t in asap.timeline} == {0, 1} and len(asap.timeline) == len(graph.nodes)
     assert asap.row.speedup is not None and seq.explanation is not None
     assert "asap" in asap.explanation.to_dict().get("other", {}).get("policy", "asap")
+    front = report.pareto
+    assert front is not None and front.points and front.dominates_fixed()
+    assert {f.policy for f in front.fixed} >= {"sequential", "asap"}
     page = render_html(report)
     assert page.startswith("<!doctype html>") and "Plotly.newPlot" in page
+    assert 'id="pareto-front"' in page and 'id="memory-roles"' not in page  # inference: no roles
     assert "<script src=" not in page and "<link " not in page  # nothing loaded from elsewhere
 
 
@@ -67,7 +71,7 @@ def _page_checks(page, report) -> dict:
 def test_page_in_a_real_browser(tmp_path) -> None:
     with browser_or_skip() as browser:
         _, _, graph = small_model("squeezenet")
-        report = report_model(graph, ["sequential", "asap", "ios"], CTX, model="squeezenet")
+        report = report_model(graph, ["sequential", "asap", "ios"], CTX, model="squeezenet", pareto_points=3)
         path = tmp_path / "report.html"
         path.write_text(render_html(report))
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -86,6 +90,7 @@ def test_page_in_a_real_browser(tmp_path) -> None:
         ok = [p for p in report.policies if p.run is not None]
         assert charts["memory-simulated"]["series"] == len(ok) == charts["memory-simulated"]["lines"]
         assert charts["memory-host-order"]["series"] == len(ok) == charts["memory-host-order"]["lines"]
+        _check_pareto(page, report, charts)
         for p in ok:
             chart = charts[f"timeline-{p.policy}"]
             assert chart["series"] == p.run.schedule.num_streams == chart["expected"]
@@ -117,3 +122,78 @@ def test_page_in_a_real_browser(tmp_path) -> None:
         shutil.copy(tmp_path / "report.png", ARTIFACTS / "report_test_screenshot.png")
         assert errors == [], errors
         assert [u for u in requests if not u.startswith("file:")] == []  # no network
+
+
+def _check_pareto(page, report, charts: dict) -> None:
+    """The front is drawn: a step line with one marker per budget point, one marker per fixed policy."""
+    front = report.pareto
+    assert front is not None and charts["pareto-front"]["series"] == 2 == charts["pareto-front"]["expected"]
+    if len({(p.worst_case_peak_bytes, p.makespan_ms) for p in front.points}) > 1:
+        assert charts["pareto-front"]["lines"] == 1  # the front's step line
+    markers = page.evaluate(
+        """() => Array.from(document.querySelectorAll('#pareto-front .scatterlayer .trace'))
+            .map(t => t.querySelectorAll('.points .point').length)"""
+    )
+    assert markers == [len(front.points), len(front.fixed)], markers
+    names = page.evaluate("() => document.getElementById('pareto-front').data.map(t => t.name)")
+    assert names == ["budget policy (front)", "fixed policies"]
+
+
+def test_training_report_in_a_real_browser(tmp_path) -> None:
+    """A training step's page: memory by role, the Pareto front, no console error."""
+    from helpers.training import mlp_graph
+
+    with browser_or_skip() as browser:
+        graph = mlp_graph("adam")
+        ctx = CTX.replace(time_limit_s=0.3)
+        report = report_model(graph, ["sequential", "asap"], ctx, model="mlp", pareto_points=3)
+        assert report.training and "adam" in report.training
+        page_text = render_html(report)
+        assert "training step" in page_text and 'id="memory-roles"' in page_text
+        path = tmp_path / "train.html"
+        path.write_text(page_text)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri())
+        page.wait_for_function(
+            "Array.from(document.querySelectorAll('.chart')).every(d => d.querySelector('.main-svg'))",
+            timeout=60_000,
+        )
+        charts = {c["id"]: c for c in _page_checks(page, report)}
+        ok = [p for p in report.policies if p.run is not None]
+        peak = ok[0].row.breakdown.peak("simulated").composition
+        roles = [name for name, b in peak.bytes_by_category if b]
+        assert "parameters" in roles and "optimizer_state" in roles
+        assert charts["memory-roles"]["series"] >= len(roles)
+        assert charts["memory-roles"]["bars"] == charts["memory-roles"]["series"] * len(ok)
+        _check_pareto(page, report, charts)
+        # hover a fixed policy: its name and figures appear
+        page.locator("#pareto-front").scroll_into_view_if_needed()
+        page.locator("#pareto-front .scatterlayer .trace").nth(1).locator(".points .point").first.hover(
+            force=True
+        )
+        page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+        tip = page.locator(".hoverlayer .hovertext").first.text_content()
+        assert report.pareto.fixed[0].policy in tip and "latency" in tip, tip
+        page.screenshot(path=str(tmp_path / "train.png"), full_page=True)
+        ARTIFACTS.mkdir(exist_ok=True)
+        shutil.copy(tmp_path / "train.png", ARTIFACTS / "report_training_test_screenshot.png")
+        assert errors == [], errors
+
+
+def test_cli_training_report_with_fusion(tmp_path) -> None:
+    out = tmp_path / "t.html"
+    r = sp(
+        "report", "random:12", "--train", "--optimizer", "sgd", "--policies", "sequential,asap",
+        "--fusion", "stream-aware", "--pareto-points", "2", "--time-limit", "0.3", "-o", str(out), "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    import json
+
+    result = json.loads(r.stdout)
+    assert result["training"] and result["fusion"] == "stream-aware" and result["pareto"]["points"]
+    assert all("memory_breakdown" in p["row"] for p in result["policies"])
+    text = out.read_text()
+    assert 'id="pareto"' in text and 'id="memory-roles"' in text and "Fusion <b>stream-aware" in text

@@ -2,9 +2,11 @@
 
 One ``PolicyReport`` per policy: its row of the comparison table, the memory curves
 (host order over launches, simulated over time), the stream timeline with each op's
-details, and its peaks explained against the baseline. ``report/html.py`` renders a
-``ModelReport``; more sections (a memory/latency Pareto front, training-step figures)
-go in as new fields here and new sections there.
+details, its peaks explained against the baseline, and (training steps) its memory by
+role. Beside the policies, the latency/memory Pareto front of budgeted schedules
+(``budget.pareto``). With fusion, each policy's figures are those of the kernels it runs.
+``report/html.py`` renders a ``ModelReport``; more sections go in as new fields here and
+new sections there.
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ from typing import Any
 
 from streamplan.app.analysis import MemoryOptions, PolicyRow, PolicyRun, run_policy
 from streamplan.app.explain import ExplainResult, explain_run
+from streamplan.budget.pareto import DEFAULT_POINTS, ParetoFront, pareto_front
 from streamplan.errors import StreamplanError
+from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
+from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
+from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.training import training_step
+from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.report import MemoryReport, analyze_memory
-from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
+from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
 from streamplan.schedule.registry import BASELINE_POLICY
 
 
@@ -76,13 +84,23 @@ class PolicyReport:
 
 @dataclass(frozen=True)
 class ModelReport:
-    """The model, where it was costed, and one ``PolicyReport`` per policy (baseline first)."""
+    """The model, where it was costed, one ``PolicyReport`` per policy (baseline first), and
+    the Pareto front (None when not asked for, or when the search failed: ``pareto_error``)."""
 
     model: str
     graph: Graph
     device: str
     includes: str
     policies: tuple[PolicyReport, ...]
+    fusion: str = "none"
+    pareto: ParetoFront | None = None
+    pareto_error: str | None = None
+
+    @property
+    def training(self) -> str | None:
+        """``loss, optimizer`` of a training step (None for inference)."""
+        step = training_step(self.graph)
+        return None if step is None else f"{step.loss_fn}; optimizer {step.optimizer}"
 
     def to_dict(self) -> dict[str, Any]:
         g = self.graph
@@ -94,7 +112,11 @@ class ModelReport:
             "activation_bytes": g.activation_bytes(),
             "device": self.device,
             "memory_includes": self.includes,
+            "training": self.training,
+            "fusion": self.fusion,
             "policies": [p.to_dict() for p in self.policies],
+            "pareto": None if self.pareto is None else self.pareto.to_dict(),
+            "pareto_error": self.pareto_error,
         }
 
 
@@ -127,9 +149,12 @@ def report_model(
     model: str | None = None,
     includes: MemoryOptions = MemoryOptions(),
     explain: bool = True,
+    pareto_points: int = DEFAULT_POINTS,
 ) -> ModelReport:
     """Schedule, simulate and analyse ``graph`` under each policy (the baseline first, when
-    asked for); explain each policy's peaks against the baseline's."""
+    asked for), fused as ``ctx.fusion`` says; explain each policy's peaks against the
+    baseline's; and find the Pareto front of budgeted schedules on ``pareto_points`` budgets
+    (0: none; each budget's search takes up to ``ctx.time_limit_s``)."""
     ctx = ctx or DEFAULT_CONTEXT
     ordered = (
         list(dict.fromkeys([BASELINE_POLICY, *policies])) if BASELINE_POLICY in policies else list(policies)
@@ -148,9 +173,10 @@ def report_model(
             continue
         if policy == BASELINE_POLICY:
             baseline = run
+        g = run.scheduled_graph(graph)  # the kernels, when fused
         ctx.progress(f"{policy}: memory figures", None, None)
         memory = analyze_memory(
-            graph,
+            g,
             run.schedule,
             timeline=run.timeline,
             include_inputs=includes.include_inputs,
@@ -159,26 +185,69 @@ def report_model(
         )
         explanation = None
         if explain:
-            vs = baseline.schedule if baseline is not None and baseline is not run else None
+            vs = _baseline_of(graph, run, baseline, ctx)
             explanation = explain_run(graph, run, ctx, vs_schedule=vs)
+        breakdown = memory_breakdown(g, run.schedule, report=memory) if g.is_training else None
         reports.append(
             PolicyReport(
-                row=_row(run, memory, baseline),
+                row=_row(run, memory, baseline, g, breakdown),
                 run=run,
                 host_order_bytes=tuple(memory.host_order.trace_bytes()),
                 simulated_samples=memory.simulated.samples if memory.simulated is not None else (),
-                timeline=timeline_ops(graph, run),
+                timeline=timeline_ops(g, run),
                 explanation=explanation,
             )
         )
-    return ModelReport(model or graph.name, graph, ctx.cost.device_name, includes.describe(), tuple(reports))
+    front, front_error = None, None
+    if pareto_points > 0:
+        ctx.progress("pareto front", None, None)
+        budget = MemoryBudget(
+            limit_bytes=0, includes_inputs=includes.include_inputs, includes_params=includes.include_params
+        )
+        try:  # of the ops as captured: the budget search schedules ops, not kernels
+            front = pareto_front(graph, ctx.replace(fusion="none"), points=pareto_points, budget=budget)
+        except StreamplanError as e:
+            front_error = e.short().splitlines()[0]
+    return ModelReport(
+        model or graph.name,
+        graph,
+        ctx.cost.device_name,
+        includes.describe(),
+        tuple(reports),
+        fusion=ctx.fusion,
+        pareto=front,
+        pareto_error=front_error,
+    )
 
 
-def _row(run: PolicyRun, memory: MemoryReport, baseline: PolicyRun | None) -> PolicyRow:
+def _baseline_of(
+    graph: Graph, run: PolicyRun, baseline: PolicyRun | None, ctx: ScheduleContext
+) -> StreamSchedule | None:
+    """The baseline's schedule of the graph ``run`` runs (its own kernels when fused along
+    its streams), to explain ``run``'s peaks against; None for the baseline itself."""
+    if baseline is None or baseline is run:
+        return None
+    if run.fusion is None or run.scheduled_graph(graph) is baseline.scheduled_graph(graph):
+        return baseline.schedule
+    planned = FusedSchedule(run.scheduled_graph(graph), run.schedule, run.fusion)
+    return schedule_same_kernels(graph, planned, BASELINE_POLICY, ctx)
+
+
+def _row(
+    run: PolicyRun,
+    memory: MemoryReport,
+    baseline: PolicyRun | None,
+    graph: Graph,
+    breakdown: MemoryBreakdown | None,
+) -> PolicyRow:
     s = run.schedule
     base_ms = baseline.makespan_ms if baseline is not None else None
     return PolicyRow(
         policy=s.policy,
+        fusion=run.fusion_mode,
+        kernels=kernel_count(graph),
+        fused=run.fusion is not None,
+        breakdown=breakdown,
         streams=s.num_streams,
         events=s.num_events,
         waits=s.num_waits,

@@ -7,16 +7,21 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import (
     DEFAULT_POLICIES,
+    FUSION_HELP,
     BatchOpt,
     DeviceOpt,
     DtypeOpt,
     ForceOpt,
+    FusionOpt,
     IncludeInputsOpt,
     IncludeParamsOpt,
     JsonOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TimeLimitOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -41,10 +46,18 @@ def codegen(
     max_streams: int = StreamsOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
+    fusion: str = typer.Option(
+        "none",
+        "--fusion",
+        help="none only: fused kernels cannot be written as ATen calls (" + FUSION_HELP + ")",
+    ),
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Write a schedule as a self-contained PyTorch module (torch only): streams, events, frees."""
+    """Write a schedule as a self-contained PyTorch module (torch only): streams, events, frees;
+    with --train, one training step (forward, loss, backward, optimizer update)."""
     from streamplan.app.codegen import codegen_policy
     from streamplan.app.context import make_context
     from streamplan.ir.schedule import StreamSchedule
@@ -53,8 +66,8 @@ def codegen(
         check_file(output, force=force, protected=(model,) + ((schedule_file,) if schedule_file else ()))
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         result = codegen_policy(
             g, saved if saved is not None else policy, ctx, model=model, class_name=class_name
         )
@@ -87,10 +100,18 @@ def report(
     dtype: str | None = DtypeOpt,
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
+    fusion: str = FusionOpt,
+    pareto_points: int = typer.Option(
+        6, "--pareto-points", min=0, help="budgets on the Pareto front's grid (0: no front)"
+    ),
+    time_limit: float = TimeLimitOpt,
     force: bool = ForceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Write one self-contained HTML page: policy table, memory over time, stream timelines, explanations."""
+    """Write one self-contained HTML page: policy table, memory over time (by role for a training
+    step), the latency/memory Pareto front, stream timelines, explanations."""
     from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.report import report_model
@@ -100,10 +121,17 @@ def report(
     plotly_js()  # a missing plotly fails now, before any work
     names = parse_policies(policies)
     with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress)
-        g = load_graph(model, batch, dtype, progress)
+        ctx = make_context(
+            device=device, max_streams=max_streams, progress=progress, fusion=fusion, time_limit_s=time_limit
+        )
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         result = report_model(
-            g, names, ctx, model=model, includes=MemoryOptions(include_inputs, include_params)
+            g,
+            names,
+            ctx,
+            model=model,
+            includes=MemoryOptions(include_inputs, include_params),
+            pareto_points=pareto_points,
         )
         progress("writing the page", None, None)
         page = render_html(result)

@@ -15,6 +15,7 @@ from streamplan.codegen.plan import LaunchPlan, LaunchStep
 from streamplan.errors import UnsupportedError
 from streamplan.ir.graph import Graph, Node
 from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.training import TrainingStep
 
 
 def class_lines(
@@ -26,12 +27,20 @@ def class_lines(
     cls: str,
     *,
     constants_embedded: bool,
+    step: TrainingStep | None = None,
 ) -> list[str]:
-    """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``."""
+    """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``
+    (for a training step: the optimizer state too, and ``load_optimizer_state``)."""
     args = [names(v) for v in graph.inputs]
     ret = "torch.Tensor" if len(graph.outputs) == 1 else "tuple[torch.Tensor, ...]"
     params = ", ".join(["self", *(f"{a}: torch.Tensor" for a in args)])
     doc = f'"""{graph.name} in the launch order of its {schedule.policy} schedule."""'
+    if step is not None:
+        doc = (
+            f'"""One training step of {graph.name} in the launch order of its {schedule.policy} schedule."""'
+        )
+        if len(doc) + 4 > ps.LINE_LENGTH:
+            doc = f'"""One training step in the launch order of its {schedule.policy} schedule."""'
     lines = [
         f"class {cls}(torch.nn.Module):",
         f"    {doc}",
@@ -50,9 +59,18 @@ def class_lines(
         "        if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too",
         "            model = {**dict(model.named_buffers()), **model.state_dict()}",
         "        missing = self.tensors.load_state_dict(model, strict=False).missing_keys",
+        *(
+            [
+                "        # optimizer state may start at zero: torch.optim's state before a first step",
+                '        missing = [k for k in missing if not k.startswith("optimizer_state.")]',
+            ]
+            if step is not None and step.optimizer_state
+            else []
+        ),
         "        if missing:",
         '            raise KeyError(f"state_dict lacks {len(missing)} weights: {missing[0]}...")',
         "",
+        *(_optimizer_state_lines() if step is not None and step.optimizer_state else []),
         "    def _fork(self, device: torch.device, count: int) -> tuple:",
         '        """The caller\'s stream and `count` side streams that wait for it (or None)."""',
         '        use = device.type == "cuda" if self.use_streams is None else self.use_streams',
@@ -67,12 +85,30 @@ def class_lines(
         "            stream.wait_stream(caller)",
         "        return caller, streams",
         "",
+        *(["    @torch.no_grad()  # the step computes its gradients itself"] if step is not None else []),
         f"    def forward({params}) -> {ret}:"
         if len(f"    def forward({params}) -> {ret}:") <= ps.LINE_LENGTH
         else "\n".join(_long_def(args, ret)),
     ]
     lines += _forward_body(graph, plan, names, keys, args)
     return lines
+
+
+def _optimizer_state_lines() -> list[str]:
+    return [
+        "    def load_optimizer_state(",
+        "        self, optimizer: torch.optim.Optimizer, model: torch.nn.Module",
+        "    ) -> None:",
+        '        """Copy torch.optim\'s state of the model\'s parameters (momentum, moments)."""',
+        "        names = {id(p): n for n, p in model.named_parameters()}",
+        "        state = {}",
+        "        for param, slots in optimizer.state.items():",
+        "            for slot, tensor in slots.items():",
+        '                if slot != "step" and id(param) in names:',
+        '                    state[f"optimizer_state.{names[id(param)]}.{slot}"] = tensor',
+        "        self.tensors.load_state_dict(state, strict=False)",
+        "",
+    ]
 
 
 def _long_def(args: list[str], ret: str) -> list[str]:
@@ -239,7 +275,7 @@ def _weights_module(table: tuple, constants: dict) -> torch.nn.Module:
             if part not in owner._modules:
                 owner.add_module(part, torch.nn.Module())
             owner = owner._modules[part]
-        tensor = torch.empty(shape, dtype=getattr(torch, dtype))
+        tensor = torch.zeros(shape, dtype=getattr(torch, dtype))
         if key in constants:
             tensor = torch.tensor(constants[key], dtype=tensor.dtype).reshape(shape)
         if kind == "param":

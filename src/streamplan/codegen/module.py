@@ -18,15 +18,20 @@ from typing import Any
 import streamplan.codegen.pysource as ps
 from streamplan.codegen.forward import HELPERS, class_lines
 from streamplan.codegen.plan import launch_plan
-from streamplan.errors import ModelSpecError
+from streamplan.errors import ModelSpecError, UnsupportedError
+from streamplan.ir.fused import is_fused
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.training import TrainingStep, training_step
 
 MIB = 1 << 20
 # names of the generated code that values must not take
 RESERVED = {
     "torch", "aten", "contextlib", "self", "w", "device", "caller", "_r", "WEIGHTS", "CONSTANTS", "PREDICTIONS",
+    "OUTPUTS",
 }  # fmt: skip
+# where a training step's optimizer state lives among the module's tensors
+STATE_PREFIX = "optimizer_state"
 # attributes every nn.Module has: a weight path may not reuse them
 _MODULE_ATTRS = {
     "training", "forward", "state_dict", "parameters", "buffers", "modules", "children", "to",
@@ -67,7 +72,11 @@ class Predictions:
 
 
 def default_class_name(graph: Graph, schedule: StreamSchedule) -> str:
-    return ps.class_name(graph.name, schedule.policy)
+    step = training_step(graph)
+    if step is None:
+        return ps.class_name(graph.name, schedule.policy)
+    words = ("train",) if step.optimizer == "none" else ("train", step.optimizer)
+    return ps.class_name(graph.name, schedule.policy, *words)
 
 
 def generate_module(
@@ -78,27 +87,50 @@ def generate_module(
     predictions: Predictions | None = None,
     class_name: str | None = None,
 ) -> str:
-    """The source of a torch-only module running ``schedule`` (byte-stable for the same input)."""
+    """The source of a torch-only module running ``schedule`` (byte-stable for the same input).
+
+    For a training step the module's ``forward`` is the whole step (see ``docs/codegen.md``):
+    it takes the inputs and targets, updates the parameters, buffers and optimizer state it
+    holds in place, and returns the loss and the gradients (no optimizer) or the updated
+    parameters; ``OUTPUTS`` names what it returns. Fused kernels cannot be written (their
+    parts would need Inductor's code generator): a fused graph is refused.
+    """
+    fused = [n.id for n in graph.nodes if is_fused(n)]
+    if fused:
+        raise UnsupportedError(
+            f"codegen cannot write fused kernels ({len(fused)} in {graph.name}, e.g. {fused[0]})",
+            where=graph.name,
+            hint="generate the module from the schedule without fusion",
+        )
+    step = training_step(graph)
     plan = launch_plan(graph, schedule)
     names = ps.Namer(RESERVED | {f"s{s}" for s in plan.streams})
     for v in graph.inputs:
         names(v)
-    weights = _weight_table(graph)
+    weights = _weight_table(graph, step)
     cls = class_name or default_class_name(graph, schedule)
     if not cls.isidentifier() or keyword.iskeyword(cls) or cls in RESERVED:
         raise ModelSpecError(f"{cls!r} cannot name a Python class", hint="use an identifier, e.g. MyModel")
-    lines = _header(graph, schedule, model, predictions)
+    lines = _header(graph, schedule, model, predictions, step)
     lines += ["", "import contextlib", "", "import torch", ""]
     if any(n.op.startswith("aten.") for n in graph.nodes):
         lines += ["aten = torch.ops.aten"]
     if predictions is not None:
         items = [(ps.Atom(ps.py_str(k)), ps.literal(v)) for k, v in predictions.to_dict().items()]
         lines += ["", *_dict_display("PREDICTIONS", items)]
-    lines += ["", "# name in the model's state_dict, shape, dtype, kind (param, buffer or constant)"]
+    if step is not None:
+        lines += ["", "# what forward returns, in order"]
+        lines += ps.exploded(
+            "(", [ps.literal(o) for o in _output_names(graph, step)], indent=0, prefix="OUTPUTS = "
+        )
+    lines += [
+        "",
+        "# name in the model's state_dict, shape, dtype, kind (param, buffer, constant or state)",
+    ]
     lines += ps.exploded(
         "(",
         [
-            ps.literal((key, graph.values[v].shape, graph.values[v].dtype, graph.values[v].kind))
+            ps.literal((key, graph.values[v].shape, graph.values[v].dtype, _kind(v, step, graph)))
             for v, key in weights
         ],
         indent=0,
@@ -111,7 +143,9 @@ def generate_module(
             *_dict_display("CONSTANTS", [(ps.Atom(ps.py_str(k)), ps.literal(c)) for k, c in constants]),
         ]
     lines += ["", "", *HELPERS.strip("\n").splitlines(), "", ""]
-    lines += class_lines(graph, schedule, plan, names, dict(weights), cls, constants_embedded=bool(constants))
+    lines += class_lines(
+        graph, schedule, plan, names, dict(weights), cls, constants_embedded=bool(constants), step=step
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -130,7 +164,11 @@ def _mib(b: int) -> str:
 
 
 def _header(
-    graph: Graph, schedule: StreamSchedule, model: str | None, predictions: Predictions | None
+    graph: Graph,
+    schedule: StreamSchedule,
+    model: str | None,
+    predictions: Predictions | None,
+    step: TrainingStep | None,
 ) -> list[str]:
     waits = schedule.num_waits
     lines = [
@@ -142,6 +180,8 @@ def _header(
         f"policy: {schedule.policy}; {schedule.num_streams} streams, {schedule.num_events} events, "
         f"{waits} cross-stream waits",
     ]
+    if step is not None:
+        lines += _training_header(step)
     if predictions is not None:
         p = predictions
         worst = (
@@ -157,6 +197,18 @@ def _header(
             f"reserved {_mib(p.max_memory_reserved_bytes)}",
             "  (caching-allocator replay; inputs and weights resident; op workspaces not counted)",
         ]
+    if step is not None:
+        lines += [
+            "",
+            "One call of the module is one training step: forward, loss, backward"
+            + (" and the update of" if step.optimizer != "none" else ", with the gradients of"),
+            "the parameters it holds"
+            + (
+                " (in place, with its optimizer state)."
+                if step.optimizer != "none"
+                else " returned (nothing is updated)."
+            ),
+        ]
     lines += [
         "",
         "With CUDA inputs each op runs on its schedule stream (events order the streams,",
@@ -171,8 +223,39 @@ def _header(
 # -- weights ----------------------------------------------------------------------
 
 
-def _weight_table(graph: Graph) -> list[tuple[str, str]]:
-    """(value id, module path) of every param/buffer/constant the graph reads, in graph order."""
+def _training_header(step: TrainingStep) -> list[str]:
+    h = step.hyperparameters
+    settings = ", ".join(f"{k}={h[k]:g}" for k in sorted(h) if k != "step")
+    lines = [f"training step: loss {step.loss_fn}; optimizer {step.optimizer}"]
+    if settings:
+        lines.append(f"  {settings}")
+    if step.optimizer == "adam":
+        lines.append(
+            f"  Adam's bias corrections are those of step {h.get('step', 1.0):g} (constants of the graph)"
+        )
+    return lines
+
+
+def _output_names(graph: Graph, step: TrainingStep) -> list[str]:
+    """``loss``, then the state_dict name of each parameter whose gradient (or updated value) follows."""
+    of_value = {g: p for p, g in step.gradients.items()} | {u: p for p, u in step.updates.items()}
+    names = []
+    for v in graph.outputs:
+        if v == step.loss:
+            names.append("loss")
+        else:
+            p = of_value.get(v)
+            names.append(graph.param_names.get(p, p) if p is not None else v)
+    return names
+
+
+def _kind(v: str, step: TrainingStep | None, graph: Graph) -> str:
+    return "state" if step is not None and v in step.optimizer_state else graph.values[v].kind
+
+
+def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[str, str]]:
+    """(value id, module path) of every param/buffer/constant the graph reads, in graph order;
+    a training step's optimizer state goes under ``optimizer_state.<parameter>.<slot>``."""
     used: dict[str, None] = {}
     for n in graph.nodes:
         for v in n.inputs:
@@ -184,8 +267,13 @@ def _weight_table(graph: Graph) -> list[tuple[str, str]]:
     taken: set[str] = set()
     out = []
     rank = {v: i for i, v in enumerate(graph.params)}
+    state = step.optimizer_state if step is not None else {}
     for v in sorted(used, key=lambda v: (rank.get(v, len(rank)), v)):
-        key = _module_path(graph.param_names.get(v, v))
+        if v in state:
+            param, slot = state[v]
+            key = _module_path(f"{STATE_PREFIX}.{graph.param_names.get(param, param)}.{slot}")
+        else:
+            key = _module_path(graph.param_names.get(v, v))
         while key in taken or any(t.startswith(key + ".") or key.startswith(t + ".") for t in taken):
             key += "_"
         taken.add(key)

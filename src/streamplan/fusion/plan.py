@@ -114,6 +114,11 @@ _SAME_KERNELS: dict[str, Callable[[Graph, FusedSchedule, str, ScheduleContext], 
 _FUSES_BEFORE_SCHEDULING = {"none": False, "first": True, "stream-aware": False}
 
 
+def fuses(mode: str) -> bool:
+    """Whether the fusion mode ``mode`` runs fused kernels (every mode but ``none``)."""
+    return mode != "none"
+
+
 def is_fused(schedule: StreamSchedule) -> bool:
     """Whether ``schedule`` runs fused kernels (it carries a fusion record)."""
     return isinstance(schedule.meta.get("fusion"), dict)

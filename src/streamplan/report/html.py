@@ -4,9 +4,11 @@ Opening the file needs no network: ``plotly.js`` is embedded, and nothing on the
 loads anything. Sections: the policy table, live memory over simulated time and over
 the host's launches (one curve per policy, worst cases dashed), each schedule's stream
 timeline (hover an op for its name, kind, launch, start and end times, new bytes and
-FLOPs; drag to zoom, double-click to reset), and each policy's peaks explained. Each
-section is a function of the ``ModelReport``; adding one (a Pareto front, training
-figures) is one more function in ``SECTIONS``.
+FLOPs; drag to zoom, double-click to reset), for a training step the memory at each
+policy's peak by role (parameters, gradients, optimizer state, saved activations...),
+the latency/memory Pareto front of budgeted schedules beside the fixed policies, and
+each policy's peaks explained. Each section is a function of the ``ModelReport``;
+adding one is one more function in ``SECTIONS``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 from streamplan.app.report import ModelReport, PolicyReport
 from streamplan.errors import UnsupportedError
+from streamplan.fusion.plan import fuses
+from streamplan.memory.breakdown import CATEGORIES
 from streamplan.report.units import MiB, fmt_bytes, fmt_count, fmt_ms
 from streamplan.report.views import explain_lines
 
@@ -91,7 +95,21 @@ def header(report: ModelReport, charts: list) -> str:
         f"<header><h1>{html.escape(report.model)}: streams, latency and memory</h1>"
         f'<p class="summary">{fmt_count(len(g.nodes))} ops, {fmt_count(g.param_count())} parameters, '
         f"inputs {html.escape(shapes)}; simulated on the <b>{html.escape(report.device)}</b> profile; "
-        f"memory counts {html.escape(report.includes)}.</p></header>"
+        f"memory counts {html.escape(report.includes)}.</p>"
+        + (
+            f'<p class="summary">One <b>training step</b>: forward, loss ({html.escape(report.training)}), '
+            "backward and update.</p>"
+            if report.training
+            else ""
+        )
+        + (
+            f'<p class="summary">Fusion <b>{html.escape(report.fusion)}</b>: each policy runs '
+            + ", ".join(f"{html.escape(p.policy)} {p.row.kernels} kernels" for p in _ok(report))
+            + ".</p>"
+            if fuses(report.fusion)
+            else ""
+        )
+        + "</header>"
     )
 
 
@@ -222,6 +240,100 @@ def timelines(report: ModelReport, charts: list) -> str:
     return "".join(parts) + "</section>"
 
 
+def role_memory(report: ModelReport, charts: list) -> str:
+    """A training step's memory at each policy's simulated peak (residents included), by role."""
+    ok = [p for p in _ok(report) if p.row.breakdown is not None]
+    if not ok:
+        return ""
+    peaks = []
+    for p in ok:
+        b = p.row.breakdown
+        peaks.append(b.peak("simulated") or b.peak("host-order"))
+    used = [c for c in CATEGORIES if any(pk is not None and pk.composition[c] for pk in peaks)]
+    data = []
+    for k, c in enumerate(used):
+        ys = [pk.composition[c] / MiB if pk is not None else 0.0 for pk in peaks]
+        data.append(
+            {
+                "type": "bar",
+                "name": c.replace("_", " "),
+                "x": [p.policy for p in ok],
+                "y": ys,
+                "marker": {"color": COLORS[k % len(COLORS)]},
+                "hovertemplate": f"{c.replace('_', ' ')}: %{{y:.3f}} MiB<extra>%{{x}}</extra>",
+            }
+        )
+    layout = _layout("Memory at each policy's simulated peak, by role (residents included)", "policy", "MiB")
+    layout["barmode"] = "stack"
+    layout["xaxis"]["type"] = "category"
+    return (
+        '<section id="roles"><h2>Memory by role</h2>'
+        + _chart(charts, "memory-roles", data, layout, len(data))
+        + '<p class="note">What is live at the simulated peak: parameters, their gradients, the optimizer '
+        "state, activations the forward saved for the backward, temporaries, the batch and buffers.</p>"
+        "</section>"
+    )
+
+
+def pareto_chart(report: ModelReport, charts: list) -> str:
+    """The fastest budgeted schedule per memory budget (a step line) beside the fixed policies."""
+    front = report.pareto
+    if front is None:
+        if report.pareto_error is None:
+            return ""
+        return (
+            '<section id="pareto"><h2>Latency against memory</h2>'
+            f'<p class="note">No Pareto front: {html.escape(report.pareto_error)}</p></section>'
+        )
+    what = "worst-case peak" if front.figure == "worst_case" else "static arena"
+    points = sorted(front.points, key=lambda p: p.worst_case_peak_bytes)
+    budget = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": "budget policy (front)",
+        "line": {"shape": "hv", "color": COLORS[0], "width": 2},
+        "marker": {"size": 8},
+        "x": [p.worst_case_peak_bytes / MiB for p in points],
+        "y": [p.makespan_ms for p in points],
+        "customdata": [[p.budget_bytes / MiB, p.streams, p.source] for p in points],
+        "hovertemplate": f"{what} %{{x:.3f}} MiB (budget %{{customdata[0]:.3f}} MiB)<br>"
+        "latency %{y:.4f} ms on %{customdata[1]} streams<br>found by %{customdata[2]}<extra></extra>",
+    }
+    fixed = {
+        "type": "scatter",
+        "mode": "markers+text",
+        "name": "fixed policies",
+        "marker": {"size": 10, "symbol": "diamond", "color": COLORS[1]},
+        "x": [f.worst_case_peak_bytes / MiB for f in front.fixed],
+        "y": [f.makespan_ms for f in front.fixed],
+        "text": [f.policy for f in front.fixed],
+        "textposition": "top center",
+        "customdata": [
+            [f.streams, "dominated by the front" if f.dominated else "on the front"] for f in front.fixed
+        ],
+        "hovertemplate": f"<b>%{{text}}</b><br>{what} %{{x:.3f}} MiB, latency %{{y:.4f}} ms<br>"
+        "%{customdata[0]} streams, %{customdata[1]}<extra></extra>",
+    }
+    layout = _layout(
+        f"Fastest schedule per memory budget ({what})", f"{what} (MiB)", "simulated latency (ms)"
+    )
+    floor = front.floor_bytes / MiB
+    layout["shapes"] = [
+        {"type": "line", "yref": "paper", "x0": floor, "x1": floor, "y0": 0, "y1": 1,
+         "line": {"color": "#999999", "dash": "dot", "width": 1}}
+    ]  # fmt: skip
+    layout["height"] = 420
+    where = ", for the ops as captured" if fuses(report.fusion) else ""
+    return (
+        '<section id="pareto"><h2>Latency against memory</h2>'
+        + _chart(charts, "pareto-front", [budget, fixed], layout, 2)
+        + f'<p class="note">The budget policy\'s fastest schedule for each budget from the floor '
+        f"({floor:.2f} MiB, dotted: the memory-optimal one-stream order; only rematerialization goes lower) "
+        f"to the fastest fixed policy's figure, found in {front.search_time_s:.1f} s{where}. "
+        "A fixed policy above and to the right of a front point is slower and larger: dominated.</p></section>"
+    )
+
+
 def explanations(report: ModelReport, charts: list) -> str:
     parts = ['<section id="explain"><h2>Why the peaks are where they are</h2>']
     for p in _ok(report):
@@ -244,6 +356,8 @@ SECTIONS: tuple[Callable[[ModelReport, list], str], ...] = (
     header,
     policy_table,
     memory_charts,
+    role_memory,
+    pareto_chart,
     timelines,
     explanations,
     footer,
