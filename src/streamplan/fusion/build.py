@@ -52,7 +52,9 @@ def build_fused_graph(
             kernel_of[m] = node.id
     order = _kernel_order(graph, grouping.groups, kernel_of, extra_deps or {})
     values = {k: v for k, v in graph.values.items() if k not in dropped}
-    fused = graph.replace(nodes=tuple(built[k] for k in order), values=values)
+    # a training step's role of a value kept inside a kernel leaves with the value
+    roles = {k: r for k, r in graph.roles.items() if k not in dropped}
+    fused = graph.replace(nodes=tuple(built[k] for k in order), values=values, roles=roles)
     return verify(fused), parts_of
 
 

@@ -88,7 +88,8 @@ def deduplicate(graph: Graph, dropped: Mapping[str, str]) -> Graph:
         if value.storage in rename:
             value = dataclasses.replace(value, storage=rename[value.storage])
         values[vid] = value
-    return graph.replace(nodes=tuple(nodes), values=values)
+    roles = {k: r for k, r in graph.roles.items() if k not in rename}  # a dropped value's role goes with it
+    return graph.replace(nodes=tuple(nodes), values=values, roles=roles)
 
 
 def _pure(graph: Graph, node: Node) -> bool:
