@@ -184,7 +184,7 @@ def simulate(
             fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, g) if schedule_file else None
+        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
     s, tl = run.schedule, run.timeline
     if trace:
