@@ -51,6 +51,15 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
     if ctx.budget is None:
         best = search.fastest()
         return _result(best, graph, ctx, None, None, best.source, t0)
+    if ctx.fusion == "stream-aware":
+        # Fusing after scheduling changes the kernels whose figure the budget bounded: a kernel
+        # allocates every output when it starts, so the fused schedule can exceed the budget.
+        raise BudgetError(
+            "a memory budget holds for the kernels that were scheduled, and fusing along the "
+            "streams afterwards can raise the peak above it",
+            where=graph.name,
+            hint="fuse before scheduling (the budget then bounds the fused kernels), or do not fuse",
+        )
     limit = ctx.budget.limit_for(sequential_figure_bytes(graph, ctx.budget))
     floor = search.memory_floor()
     if limit < floor.figure_bytes:
