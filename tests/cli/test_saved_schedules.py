@@ -131,3 +131,9 @@ def test_a_fusion_that_disagrees_with_the_saved_schedule_is_refused(command, asa
     extra = ["--repeat", "1"] if command == "run" else []
     r = cli(command, "seed-example2", "--schedule", fused, "--fusion", "first", *extra)
     assert r.returncode == 0, r
+
+
+def test_the_written_line_counts_in_the_singular_for_one(tmp_path):
+    r = cli("schedule", "seed-concat", "--fusion", "first", "-o", tmp_path / "one.json")
+    assert r.returncode == 0, r
+    assert "1 op on 1 stream, 0 events" in r.stderr
