@@ -8,9 +8,10 @@ timing (MiB; an interval when the search stops early), the kernels that merged b
 scheduler could have run in parallel, and the ops dropped as repeats of earlier ones.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/fusion_orders.py [--models ...] [--devices v100 h100]
+                                                             [--cuda-graphs]
 
-The h100 rows run without CUDA graphs (the simulator's CUDA-graph mode is not part of
-this build).
+``--cuda-graphs`` simulates every schedule replayed as one CUDA graph (device label
+``h100 graphs``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--devices", nargs="*", default=["v100", "h100"])
     ap.add_argument("--policies", nargs="*", default=POLICIES)
+    ap.add_argument("--cuda-graphs", action="store_true", help="simulate each schedule as one CUDA graph")
     args = ap.parse_args(argv)
+    label = " graphs" if args.cuda_graphs else ""
     print(
         "| model | device | policy | fusion | kernels | streams | makespan ms | speedup | worst-case MiB | merged |"
     )
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         graph = load_model(name, batch=1)
         for device in args.devices:
             for mode in FUSION_MODES:
-                ctx = make_context(device=device, fusion=mode)
+                ctx = make_context(device=device, fusion=mode, cuda_graphs=args.cuda_graphs)
                 base_ms = None
                 for policy in args.policies:
                     run = run_policy(graph, policy, ctx)
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                     merged = len(merged_branches(run.fusion)) if run.fusion else "-"
                     repeats = len(run.fusion.duplicates) if run.fusion else "-"
                     print(
-                        f"| {name} | {device} | {policy} | {mode} | {kernel_count(g)} | "
+                        f"| {name} | {device}{label} | {policy} | {mode} | {kernel_count(g)} | "
                         f"{run.schedule.num_streams} | {run.makespan_ms:.4f} | {speedup} | "
                         f"{_peak(g, run.schedule)} | {merged} | {repeats} |",
                         flush=True,

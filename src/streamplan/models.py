@@ -232,7 +232,12 @@ def _load_training(spec: str, *, batch: int | None, dtype: str | None, optimizer
     problem, name = training_problem_of(spec, batch=batch)
     if dtype is not None and dtype != "float32":
         problem = _cast_problem(problem, dtype)
-    return capture_training(problem, optimizer=optimizer, name=name)
+    if batch is None and ".py:" not in spec:  # a zoo model's step is built at its default batch
+        from streamplan.zoo.registry import get_model
+
+        batch = get_model(spec).default_batch
+    # recorded as for inference: JSON reports it, and a saved schedule's fingerprint names it
+    return _with_batch(capture_training(problem, optimizer=optimizer, name=name), batch)
 
 
 def training_problem_of(spec: str, *, batch: int | None = None) -> tuple[Any, str]:

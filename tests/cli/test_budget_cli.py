@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers.cli import assert_user_error, sp
+from helpers.cli import assert_user_error, cli, sp
 
 MiB = 1 << 20
 
@@ -87,3 +87,24 @@ def test_pareto_json_table_and_plot(tmp_path):
     )
     assert r.returncode == 0 and "fastest schedule per budget" in r.stdout and "fixed policies" in r.stdout
     assert_user_error(sp("pareto", "random:30:3", "-o", str(tmp_path / "front.bmp")), "image format")
+
+
+def test_pareto_takes_a_training_step():
+    """Every command that takes a model spec takes --train and --optimizer, pareto included."""
+    r = cli(
+        "pareto",
+        "random:6:1",
+        "--train",
+        "--optimizer",
+        "sgd",
+        "--points",
+        "2",
+        "--time-limit",
+        "0.2",
+        "--json",
+    )
+    assert r.returncode == 0, r
+    d = json.loads(r.stdout)
+    assert d["model"].endswith("/train") and d["points"]
+    assert all(p["worst_case_peak_bytes"] <= p["budget_bytes"] for p in d["points"])
+    assert_user_error(cli("pareto", "random:6:1", "--optimizer", "adam"), "needs --train")

@@ -114,3 +114,26 @@ def test_the_schedule_file_is_never_overwritten_by_a_plot(asap_file, tmp_path):
     odd.write_text(asap_file.read_text())
     assert_user_error(cli("plot", "seed-example2", "--schedule", odd, "-o", odd, "--force"), "input file")
     assert odd.read_text() == asap_file.read_text()
+
+
+@pytest.mark.parametrize("command", ["memory", "explain", "simulate", "run"])
+def test_a_fusion_that_disagrees_with_the_saved_schedule_is_refused(command, asap_file, tmp_path):
+    """A saved schedule runs the kernels it was made for: --fusion first on an unfused schedule
+    (or stream-aware on one fused first) is one line, not silently ignored."""
+    r = cli(command, "seed-example2", "--schedule", asap_file, "--fusion", "first")
+    assert_user_error(r, "made with --fusion none, not first")
+    fused = tmp_path / "first.json"
+    assert cli("schedule", "seed-example2", "--fusion", "first", "-o", fused).returncode == 0
+    assert_user_error(
+        cli(command, "seed-example2", "--schedule", fused, "--fusion", "stream-aware"),
+        "made with --fusion first, not stream-aware",
+    )
+    extra = ["--repeat", "1"] if command == "run" else []
+    r = cli(command, "seed-example2", "--schedule", fused, "--fusion", "first", *extra)
+    assert r.returncode == 0, r
+
+
+def test_the_written_line_counts_in_the_singular_for_one(tmp_path):
+    r = cli("schedule", "seed-concat", "--fusion", "first", "-o", tmp_path / "one.json")
+    assert r.returncode == 0, r
+    assert "1 op on 1 stream, 0 events" in r.stderr

@@ -84,7 +84,8 @@ class FusionNote:
     def lines(self) -> list[str]:
         f, sa = self.first, self.stream_aware
         out = [
-            f"fusion first: {self.ops} ops became {f.kernels} kernels before {self.policy} scheduled them."
+            f"fusion first: {_n(self.ops, 'op')} became {_n(f.kernels, 'kernel')} before {self.policy} "
+            "scheduled them."
         ]
         if self.duplicates:
             shown = ", ".join(f"{op} = {kept}" for op, kept in self.duplicates[:SHOWN_KERNELS])
@@ -112,9 +113,10 @@ class FusionNote:
             )
         )
         out.append(
-            f"  stream-aware (schedule, then fuse along each stream) keeps: {sa.kernels} kernels on "
-            f"{sa.streams} stream(s), makespan {sa.makespan_ms:.4f} ms and worst-case peak "
-            f"{sa.worst_case_peak_bytes / MiB:.2f} MiB; first: {f.kernels} kernels on {f.streams} stream(s), "
+            f"  stream-aware (schedule, then fuse along each stream) keeps: {_n(sa.kernels, 'kernel')} on "
+            f"{_n(sa.streams, 'stream')}, makespan {sa.makespan_ms:.4f} ms and worst-case peak "
+            f"{sa.worst_case_peak_bytes / MiB:.2f} MiB; first: {_n(f.kernels, 'kernel')} on "
+            f"{_n(f.streams, 'stream')}, "
             f"{f.makespan_ms:.4f} ms and {f.worst_case_peak_bytes / MiB:.2f} MiB."
         )
         return out
@@ -136,3 +138,8 @@ def fusion_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> FusionNot
         first=FusionFigures.of(run, graph),
         stream_aware=FusionFigures.of(aware, graph),
     )
+
+
+def _n(k: int, noun: str) -> str:
+    """``1 kernel``, ``2 kernels``."""
+    return f"{k} {noun}" + ("" if k == 1 else "s")

@@ -28,6 +28,7 @@ from streamplan.budget.figures import below_floor_error, budget_figure, sequenti
 from streamplan.budget.search import FIXED_POLICIES, BudgetSearch, Candidate
 from streamplan.cost.simulate import simulate
 from streamplan.errors import BudgetError, ScheduleError
+from streamplan.fusion.plan import fuses_after_scheduling
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
@@ -51,6 +52,15 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
     if ctx.budget is None:
         best = search.fastest()
         return _result(best, graph, ctx, None, None, best.source, t0)
+    if fuses_after_scheduling(ctx.fusion):
+        # Fusing after scheduling changes the kernels whose figure the budget bounded: a kernel
+        # allocates every output when it starts, so the fused schedule can exceed the budget.
+        raise BudgetError(
+            "a memory budget holds for the kernels that were scheduled, and fusing along the "
+            "streams afterwards can raise the peak above it",
+            where=graph.name,
+            hint="fuse before scheduling (the budget then bounds the fused kernels), or do not fuse",
+        )
     limit = ctx.budget.limit_for(sequential_figure_bytes(graph, ctx.budget))
     floor = search.memory_floor()
     if limit < floor.figure_bytes:

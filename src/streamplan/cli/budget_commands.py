@@ -19,7 +19,10 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    NoCacheOpt,
+    OptimizerOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -49,6 +52,9 @@ def pareto(
     time_limit: float = typer.Option(10.0, "--time-limit", min=0.1, help="search time per budget (s)"),
     output: str | None = typer.Option(None, "-o", "--output", help="plot the front: .png, .svg or .pdf"),
     force: bool = ForceOpt,
+    no_cache: bool = NoCacheOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """The fastest schedule for each memory budget, from the floor to the fastest, beside every fixed policy."""
@@ -79,7 +85,7 @@ def pareto(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         front = pareto_front(g, ctx, points=points, budget=kind)
         image = render_front(front, fmt=fmt) if fmt else None
     if output and image is not None:

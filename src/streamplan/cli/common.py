@@ -181,14 +181,23 @@ def load_graph(
     return graph
 
 
-def load_schedule(path: str, graph):
+def load_schedule(path: str, graph, *, fusion: str = "none"):
     """A saved schedule for ``graph``: made for another graph (by its fingerprint) and not
     fitting this one is one line saying so; made for another batch of the same graph and
-    fitting, a note on stderr."""
+    fitting, a note on stderr. A schedule runs the kernels it was made for, so a ``--fusion``
+    other than ``none`` that disagrees with its record is refused rather than ignored."""
+    from streamplan.fusion.plan import fuses, fusion_mode
     from streamplan.ir.fingerprint import fingerprint_mismatch
     from streamplan.ir.schedule import StreamSchedule, structure_problems
 
     s = StreamSchedule.load(path)
+    made = fusion_mode(s)
+    if fuses(fusion) and made != fusion:
+        raise ScheduleError(
+            f"the schedule was made with --fusion {made}, not {fusion}",
+            where=path,
+            hint=f"a saved schedule keeps its own fusion: drop --fusion, or save one with --fusion {fusion}",
+        )
     mismatch = fingerprint_mismatch(s.meta, graph)
     if mismatch is not None:
         if structure_problems(graph, s):

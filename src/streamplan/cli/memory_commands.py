@@ -117,7 +117,7 @@ def memory_cmd(
             fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, g) if schedule_file else None
+        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
         analysis = analyze_run_memory(
             g,
@@ -192,7 +192,7 @@ def explain(
             fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, g) if schedule_file else None
+        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
         if saved is None and not (vs and vs.endswith(".json")):
             result = explain_policy(g, policy, ctx, vs=vs)  # fused, vs schedules the same kernels
         else:

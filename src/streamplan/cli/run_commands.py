@@ -75,7 +75,7 @@ def run(
             device=device or profile_for(on), max_streams=max_streams, progress=progress, fusion=fusion
         )
         graph = load_graph(model, batch, None, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, graph) if schedule_file else None
+        saved = load_schedule(schedule_file, graph, fusion=fusion) if schedule_file else None
         report = run_model(
             model,
             saved.policy if saved else policy,

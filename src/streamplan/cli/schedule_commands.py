@@ -92,7 +92,8 @@ def schedule(
         write_file(output, s.dumps(), force=force, protected=(model,))
         if not as_json:
             err.print(
-                f"wrote {output}: {len(s.launch_order)} ops on {s.num_streams} streams, {s.num_events} events"
+                f"wrote {output}: {_n(len(s.launch_order), 'op')} on {_n(s.num_streams, 'stream')}, "
+                f"{_n(s.num_events, 'event')}"
             )
     if as_json:
         emit_json(s.to_dict())
@@ -184,7 +185,7 @@ def simulate(
             fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, g) if schedule_file else None
+        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
         run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
     s, tl = run.schedule, run.timeline
     if trace:
@@ -333,3 +334,7 @@ def compare(
 
         for line in training_answer_lines(answer):
             out.print(line, markup=False)
+
+
+def _n(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")

@@ -119,6 +119,12 @@ def fuses(mode: str) -> bool:
     return mode != "none"
 
 
+def fuses_after_scheduling(mode: str) -> bool:
+    """Whether the fusion mode ``mode`` fuses the ops after the policy scheduled them (so the
+    kernels that run are not the ones the policy saw)."""
+    return mode in _MODES and not _FUSES_BEFORE_SCHEDULING[mode] and fuses(mode)
+
+
 def is_fused(schedule: StreamSchedule) -> bool:
     """Whether ``schedule`` runs fused kernels (it carries a fusion record)."""
     return isinstance(schedule.meta.get("fusion"), dict)

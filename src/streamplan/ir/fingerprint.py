@@ -18,7 +18,8 @@ META_KEY = "graph"
 
 
 def graph_fingerprint(graph: Graph) -> dict[str, Any]:
-    """Name, batch (``meta["batch"]``, None when unknown), op count and structure digest."""
+    """Name, batch (``meta["batch"]``, None when unknown), what it computes (``step``: None for
+    inference, else the training step's optimizer update), op count and structure digest."""
     h = hashlib.sha256()
     for n in graph.nodes:
         h.update(f"{n.id}\x00{n.op}\x00{n.inputs}\x00{n.outputs}\x00{n.mutates}\n".encode())
@@ -28,15 +29,29 @@ def graph_fingerprint(graph: Graph) -> dict[str, Any]:
     return {
         "name": graph.name,
         "batch": graph.meta.get("batch"),
+        "step": _step_of(graph),
         "ops": len(graph.nodes),
         "sha256": h.hexdigest()[:24],
     }
 
 
+def _step_of(graph: Graph) -> str | None:
+    training = graph.meta.get("training")
+    if not isinstance(training, Mapping):
+        return None
+    return str(training.get("optimizer", "none"))
+
+
 def describe(fp: Mapping[str, Any]) -> str:
-    """``inception_v3 at batch 1`` (or ``inception_v3`` when the batch is unknown)."""
+    """``inception_v3 at batch 1`` (or ``inception_v3`` when the batch is unknown); a training
+    step is ``a training step of inception_v3 (adam update) at batch 1``."""
     batch = fp.get("batch")
-    return f"{fp.get('name')}" + (f" at batch {batch}" if batch is not None else "")
+    text = f"{fp.get('name')}" + (f" at batch {batch}" if batch is not None else "")
+    step = fp.get("step")
+    if step is None:
+        return text
+    update = "no optimizer update" if step == "none" else f"{step} update"
+    return f"a training step of {fp.get('name')} ({update})" + text[len(str(fp.get("name"))) :]
 
 
 def fingerprint_mismatch(meta: Mapping[str, Any], graph: Graph) -> str | None:
@@ -48,8 +63,10 @@ def fingerprint_mismatch(meta: Mapping[str, Any], graph: Graph) -> str | None:
     now = graph_fingerprint(graph)
     if made.get("sha256") == now["sha256"]:
         return None
-    if made.get("name") != now["name"]:
-        return f"schedule was made for {describe(made)}, not {describe(now)}"
+    other_step = "step" in made and made["step"] != now["step"]
+    if made.get("name") != now["name"] or other_step:
+        inference = " (inference)" if other_step and now["step"] is None else ""
+        return f"schedule was made for {describe(made)}, not {describe(now)}{inference}"
     if made.get("batch") != now["batch"]:
         return f"schedule was made for {describe(made)}, not at batch {now['batch']}"
     return (
