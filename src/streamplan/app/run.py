@@ -167,6 +167,8 @@ def run_model(
     training step with ``optimizer``'s update and compares its loss and gradients (or
     updated parameters) with eager ``loss.backward()`` and ``torch.optim``. With
     ``ctx.fusion`` the run executes fused kernels and the predictions are the kernels'.
+    With ``ctx.cuda_graphs`` (CUDA only) the schedule is captured as one CUDA graph and
+    replayed, and the prediction uses the simulator's CUDA-graph mode.
     """
     from streamplan.memory.simulated import simulated_memory
     from streamplan.memory.worst_case import worst_case_peak
@@ -174,6 +176,10 @@ def run_model(
 
     ctx = ctx or DEFAULT_CONTEXT
     check_target(target)
+    if ctx.cuda_graphs and target != "cuda":
+        raise ModelSpecError(
+            "CUDA graphs are captured on a GPU only", hint="run on cuda, or without CUDA graphs"
+        )
     if isinstance(model, str) and ".py:" in model and not train:  # the user's module: weights, reference
         from streamplan.models import load_python_module
 
@@ -192,6 +198,7 @@ def run_model(
         seed=seed,
         graph=graph,
         track_allocations=True,
+        cuda_graph=ctx.cuda_graphs,
         schedule=schedule,
         train=train,
         optimizer=optimizer,

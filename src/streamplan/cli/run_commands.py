@@ -50,6 +50,12 @@ def run(
     train: bool = TrainOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = FusionOpt,
+    cuda_graphs: bool = typer.Option(
+        False,
+        "--cuda-graphs",
+        help="with --on cuda: capture the schedule as one CUDA graph and replay it; the prediction "
+        "uses the simulator's CUDA-graph mode",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Execute a schedule for real; compare outputs with eager and predictions with measurements."""
@@ -63,6 +69,10 @@ def run(
             f"--on takes where to execute, not a profile: {on!r}", hint="use --on cpu or --on cuda"
         )
     check_target(on)
+    if cuda_graphs and on != "cuda":
+        raise ModelSpecError(
+            "CUDA graphs are captured on a GPU only", hint="use --on cuda, or drop --cuda-graphs"
+        )
     if trace:
         if on != "cpu":
             raise ModelSpecError(
@@ -72,7 +82,11 @@ def run(
         check_file(trace, force=force, protected=(model,))
     with progress_display(err) as progress:
         ctx = make_context(
-            device=device or profile_for(on), max_streams=max_streams, progress=progress, fusion=fusion
+            device=device or profile_for(on),
+            max_streams=max_streams,
+            progress=progress,
+            fusion=fusion,
+            cuda_graphs=cuda_graphs,
         )
         graph = load_graph(model, batch, None, progress, no_cache=no_cache, train=train, optimizer=optimizer)
         saved = load_schedule(schedule_file, graph, fusion=fusion) if schedule_file else None
