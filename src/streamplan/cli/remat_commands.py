@@ -15,8 +15,10 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -48,6 +50,8 @@ def remat(
     device: str = DeviceOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
     time_limit: float = typer.Option(
@@ -92,7 +96,7 @@ def remat(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         plan = plan_remat(
             g,
             budget,

@@ -42,6 +42,7 @@ from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes
 from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
 from streamplan.remat.budget import PeakFloor, fmt_mib, parse_budget, peak_floor
+from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem
 from streamplan.remat.rewrite import recomputations, rewrite
 from streamplan.remat.solution import SolverResult
@@ -53,6 +54,7 @@ DEFAULT_LEVELS = 12
 DEFAULT_ROUNDS = 2
 POLICY_ORDER = "policy order"
 ONE_STREAM_ORDER = "one-stream order"
+UPDATES_EARLY_ORDER = "updates-early order"
 
 
 @dataclass(frozen=True)
@@ -140,9 +142,12 @@ def search(
     floor = peak_floor(graph, includes)
     # lanes: (stream cap, reference order name, order); joint mode also tries fewer streams
     lanes: list[tuple[int, str, tuple[str, ...]]] = []
+    early = updates_early(graph)  # a training step: each optimizer update right after its gradient
     for cap in stream_caps(ctx.max_streams) if joint else (ctx.max_streams,):
         plain = base if cap == ctx.max_streams else s.plain(cap)  # fewer streams, no recomputation
         refs = [(ONE_STREAM_ORDER, graph.node_ids)]
+        if early is not None:
+            refs.append((UPDATES_EARLY_ORDER, early))
         if joint and plain.schedule.launch_order != graph.node_ids:
             refs.insert(0, (POLICY_ORDER, plain.schedule.launch_order))
         lanes.extend(
