@@ -57,6 +57,12 @@ def remat(
     time_limit: float = typer.Option(
         10.0, "--time-limit", min=0.01, help="seconds for each solve and each worst-case analysis"
     ),
+    policy_time_limit: float = typer.Option(
+        2.0,
+        "--policy-time-limit",
+        min=0.01,
+        help="seconds for each scheduling of a candidate (a searching policy such as budget runs per candidate)",
+    ),
     levels: int = typer.Option(
         8, "--levels", min=1, help="solver targets tried between the floor and today's peak"
     ),
@@ -107,6 +113,7 @@ def remat(
             joint=not separate,
             levels=levels,
             rounds=rounds,
+            policy_time_limit_s=policy_time_limit,
         )
     if output:
         from streamplan.ir.serialize import dumps

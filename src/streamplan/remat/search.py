@@ -121,12 +121,15 @@ def search(
     levels: int = DEFAULT_LEVELS,
     rounds: int = DEFAULT_ROUNDS,
     joint: bool = True,
+    policy_time_limit_s: float | None = None,
 ) -> RematSearch:
     """The fastest plan (and schedule) whose worst-case peak fits ``budget``.
 
     ``budget``: bytes, text such as ``"2GiB"``, or a factor of the baseline's worst-case
     peak (``"0.4x"``). ``joint=False`` plans on the one-stream order only and schedules
-    the result once ("remat for one stream, then schedule"). Raises ``BudgetError``
+    the result once ("remat for one stream, then schedule"). ``policy_time_limit_s`` bounds
+    each scheduling of a candidate (a searching policy such as ``budget`` runs once per
+    candidate; default: the context's time limit). Raises ``BudgetError``
     (with the smallest peak found and why no plan goes lower) when nothing fits.
     """
     ctx = ctx or DEFAULT_CONTEXT
@@ -135,6 +138,8 @@ def search(
         raise BudgetError("levels and rounds must be at least 1")
     t0 = time.perf_counter()
     s = _Search(graph, policy, solver, ctx, includes)
+    if policy_time_limit_s is not None:
+        s.policy_ctx = ctx.replace(time_limit_s=min(ctx.time_limit_s, policy_time_limit_s))
     base = s.baseline()
     budget_bytes = parse_budget(budget, base.peak_bytes)
     s.budget = budget_bytes
@@ -216,6 +221,7 @@ class _Search:
         self.solver = solver
         self.ctx = ctx
         self.includes = includes
+        self.policy_ctx = ctx  # what candidates are scheduled under (a shorter time limit, maybe)
         self.budget: int | None = None  # set once the baseline has scaled a factor budget
         self.base: Candidate | None = None
         self.best: tuple[Candidate, tuple] | None = None
@@ -313,7 +319,7 @@ class _Search:
         skey = (gkey, level, cap)
         if skey not in self.schedules:
             try:
-                ctx = self.ctx.replace(budget=budget, max_streams=cap)
+                ctx = self.policy_ctx.replace(budget=budget, max_streams=cap)
                 self.schedules[skey] = make_schedule(graph, self.policy, ctx)
             except StreamplanError:
                 self.schedules[skey] = None  # a policy that cannot schedule this graph under the level
