@@ -152,3 +152,17 @@ def test_a_zoo_training_step_fits_half_its_peak_and_matches_eager():
         chaos=True, ctx=CTX,
     )  # fmt: skip
     assert c.matches_eager, c.max_abs_error
+
+
+@pytest.mark.slow
+def test_joint_with_the_budget_policy_fits_and_runs_to_eager():
+    ctx = CTX.replace(max_streams=2, options={"fixed": "sequential,memory,asap"})
+    plan = plan_remat(
+        two_branch_graph("sgd"), "0.8x", policy="budget", ctx=ctx, levels=4, rounds=1, policy_time_limit_s=0.5
+    )
+    assert plan.policy == "budget" and plan.worst_case_peak_bytes <= plan.budget_bytes
+    c = run_and_compare(
+        two_branch_problem(), "budget", graph=plan.graph, schedule=plan.schedule, train=True,
+        optimizer="sgd", chaos=True, ctx=ctx,
+    )  # fmt: skip
+    assert c.matches_eager, c.max_abs_error
