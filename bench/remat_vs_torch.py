@@ -105,11 +105,12 @@ def torch_side(problem, budget: float, repeat: int) -> dict:
     return {"peak_bytes": tracker.peak_bytes, "flops": flops, "ms": statistics.median(times)}
 
 
-def graph_flops(graph) -> int:
+def graph_flops(graph, problem) -> int:
     from streamplan.runtime.interpret import call_node, initial_env
+    from streamplan.runtime.training import run_inputs, run_params
 
     def go():
-        env = initial_env(graph, None, None, seed=0)
+        env = initial_env(graph, run_inputs(graph, problem), run_params(graph, problem.module))
         with torch.no_grad():
             for node in graph.nodes:
                 env.update(zip(node.outputs, call_node(node, env, "cpu"), strict=True))
@@ -117,7 +118,7 @@ def graph_flops(graph) -> int:
     return _flops(go)
 
 
-def streamplan_side(graph, budget_bytes, base_flops: int) -> dict | None:
+def streamplan_side(graph, problem, budget_bytes, base_flops: int) -> dict | None:
     from streamplan.app import plan_remat
     from streamplan.errors import BudgetError
     from streamplan.schedule import ScheduleContext
@@ -134,7 +135,7 @@ def streamplan_side(graph, budget_bytes, base_flops: int) -> dict | None:
         "recomputed_ops": plan.recomputed_ops,
         "added_ms": plan.added_compute_ms,
         "baseline_ms": plan.baseline_makespan_ms,
-        "flops": graph_flops(plan.graph) - base_flops,
+        "flops": graph_flops(plan.graph, problem) - base_flops,
         "search_s": time.perf_counter() - t0,
     }
 
@@ -159,7 +160,7 @@ def main() -> None:
     for name in args.models:
         problem = _problem(name, args.batch, args.small_images)
         graph = capture_training(problem, optimizer="none", name=name)
-        base_flops = graph_flops(graph)
+        base_flops = graph_flops(graph, problem)
         rows = {
             b: torch_side(problem, b, args.repeat) for b in sorted(set(args.budgets) | {1.0}, reverse=True)
         }
@@ -167,7 +168,7 @@ def main() -> None:
         curve = curves.setdefault(name, {"PyTorch": [], "streamplan": []})
         for b in sorted(args.budgets):
             r = rows[b]
-            s = streamplan_side(graph, r["peak_bytes"], base_flops)
+            s = streamplan_side(graph, problem, r["peak_bytes"], base_flops)
             tflops = (r["flops"] - full) / 1e9
             curve["PyTorch"].append((r["peak_bytes"] / MIB, tflops))
             cell = "no plan"
@@ -177,7 +178,7 @@ def main() -> None:
             print(f"| {name} | {b:.1f} | {r['peak_bytes'] / MIB:.2f} | {tflops:.3f} | {cell} |", flush=True)
         base = None
         for f in args.floor_factors:
-            s = streamplan_side(graph, f"{f}x", base_flops)
+            s = streamplan_side(graph, problem, f"{f}x", base_flops)
             if s is None:
                 print(f"| {name} | streamplan at {f}x | | | no plan | |", flush=True)
                 continue
@@ -186,8 +187,8 @@ def main() -> None:
             print(f"| {name} | streamplan at {f}x of {base / MIB:.2f} | | | {s['peak_bytes'] / MIB:.2f} | "
                   f"{s['flops'] / 1e9:.3f} ({s['recomputed_ops']}, {s['added_ms']:.3f} of {s['baseline_ms']:.3f}) |",
                   flush=True)  # fmt: skip
-    if args.plot:
-        _plot(curves, args.plot)
+        if args.plot:  # after each model: a long run leaves the plot of what it measured
+            _plot(curves, args.plot)
 
 
 def _plot(curves, path: str) -> None:
