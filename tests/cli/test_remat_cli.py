@@ -59,3 +59,18 @@ def test_user_errors():
     j = sp("remat", "random-train:8", "--budget", "10KiB", "--json")
     assert_user_error(j, "no plan fits a budget of", "no plan can go below")
     assert json.loads(j.stdout)["error"]["kind"] == "BudgetError"
+
+
+def test_a_training_step_through_the_cli(tmp_path):
+    g = tmp_path / "g.json"
+    r = sp(
+        "remat", "random:20", "--train", "--optimizer", "sgd", "--budget", "0.7x", "--levels", "6",
+        "--json", "-o", str(g),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert all(k in d for k in FIELDS) and d["recomputed_ops"] > 0
+    assert d["worst_case_peak_bytes"] <= d["budget_bytes"] < d["baseline_worst_case_peak_bytes"]
+    assert load(g).meta.get("training") is not None
+    low = sp("remat", "random:20", "--train", "--budget", "0.05x", "--levels", "4")
+    assert_user_error(low, "the smallest worst-case peak found is", "no plan can go below")

@@ -106,3 +106,37 @@ def test_the_api_result_carries_the_figures_the_json_needs():
     assert d["optimality_gap"] is None  # the scalable solver proves nothing
     exact = plan_remat(g, "0.8x", policy="asap", solver="exact", ctx=CTX, levels=6)
     assert exact.optimality_gap is not None and 0.0 <= exact.optimality_gap <= 1.0
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    st.integers(4, 9),
+    st.integers(0, 50),
+    st.sampled_from(["none", "sgd", "adam"]),
+    st.floats(0.3, 1.0),
+    st.floats(0.3, 1.0),
+    st.sampled_from(["asap", "sequential"]),
+)
+def test_training_steps_a_larger_budget_is_never_slower_nor_higher_at_equal_speed(
+    n, seed, opt, f1, f2, policy
+):
+    """The same property on training steps (``random:N`` with a loss, backward and an optimizer
+    update written in place): a larger budget never answers slower, nor higher at equal speed."""
+    g = load_model(f"random:{n}:{seed}", train=True, optimizer=opt)
+    lo, hi = sorted((f1, f2))
+    results = []
+    for f in (lo, hi):
+        try:
+            results.append(search(g, f"{f}x", policy=policy, ctx=CTX, levels=5, rounds=1))
+        except BudgetError:
+            results.append(None)
+    small, large = results
+    for r in results:
+        if r is not None:
+            assert r.chosen.peak_bytes <= r.budget_bytes
+            assert worst_case_peak(r.chosen.graph, r.chosen.schedule).upper_bytes == r.chosen.peak_bytes
+    if small is not None:
+        assert large is not None
+        assert large.chosen.makespan_ms <= small.chosen.makespan_ms
+        if large.chosen.makespan_ms == small.chosen.makespan_ms:
+            assert large.chosen.peak_bytes <= small.chosen.peak_bytes

@@ -134,12 +134,14 @@ def plan_remat(
     joint: bool = True,
     levels: int = DEFAULT_LEVELS,
     rounds: int = DEFAULT_ROUNDS,
+    policy_time_limit_s: float | None = None,
 ) -> RematPlan:
     """The fastest plan and ``policy`` schedule of ``graph`` whose worst-case peak fits ``budget``.
 
     ``budget``: bytes, ``"2GiB"``-style text, or a factor of the baseline worst case
     (``"0.4x"``). ``joint=False`` plans for one stream and then schedules the result
-    (the separate approach, for comparison). Raises ``BudgetError`` when nothing fits,
+    (the separate approach, for comparison). ``policy_time_limit_s`` bounds each
+    scheduling of a candidate (default: ``ctx.time_limit_s``). Raises ``BudgetError`` when nothing fits,
     with the smallest peak found and the floor no plan can go below.
     """
     ctx = ctx or DEFAULT_CONTEXT
@@ -153,5 +155,6 @@ def plan_remat(
         levels=levels,
         rounds=rounds,
         joint=joint,
+        policy_time_limit_s=policy_time_limit_s,
     )
     return RematPlan.of(result, ctx.cost.device_name, includes)

@@ -15,8 +15,10 @@ from streamplan.cli.common import (
     JsonOpt,
     MeasuredOpt,
     ModelArg,
+    OptimizerOpt,
     PolicyOpt,
     StreamsOpt,
+    TrainOpt,
     check_file,
     emit_json,
     err,
@@ -48,10 +50,18 @@ def remat(
     device: str = DeviceOpt,
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
+    train: bool = TrainOpt,
+    optimizer: str = OptimizerOpt,
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
     time_limit: float = typer.Option(
         10.0, "--time-limit", min=0.01, help="seconds for each solve and each worst-case analysis"
+    ),
+    policy_time_limit: float = typer.Option(
+        2.0,
+        "--policy-time-limit",
+        min=0.01,
+        help="seconds for each scheduling of a candidate (a searching policy such as budget runs per candidate)",
     ),
     levels: int = typer.Option(
         8, "--levels", min=1, help="solver targets tried between the floor and today's peak"
@@ -92,7 +102,7 @@ def remat(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
         plan = plan_remat(
             g,
             budget,
@@ -103,6 +113,7 @@ def remat(
             joint=not separate,
             levels=levels,
             rounds=rounds,
+            policy_time_limit_s=policy_time_limit,
         )
     if output:
         from streamplan.ir.serialize import dumps

@@ -153,7 +153,7 @@ class RematProblem:
                 and eligible
             )
             first_write = n
-            for vid in node.inputs:
+            for vid in _deciding_inputs(graph, node):
                 for p in mutations.get(graph.storage_of(vid), ()):
                     if p >= k:
                         first_write = min(first_write, p)
@@ -183,6 +183,31 @@ class RematProblem:
     def baseline_peak_bytes(self) -> int:
         """Host-order peak of the reference order without recomputation."""
         return evaluate(self, tuple(range(self.n))).peak_bytes
+
+
+# Batch norm in training mode reads the running statistics only to return their updated
+# values; its other results (the output, the batch mean and inverse deviation) depend on the
+# input, weight and bias alone. A training step copies the new statistics into the
+# buffers right after the op, so without this the op could never be recomputed — and
+# neither could anything after it (every ReLU of a ResNet). A recomputation still writes
+# new statistics from the updated buffers, but nothing reads that copy.
+_BATCH_NORM_TRAINING = {
+    # op -> (position of the ``training`` flag, positions of running mean and variance)
+    "_native_batch_norm_legit_functional": (5, (3, 4)),
+    "_native_batch_norm_legit": (5, (3, 4)),
+    "native_batch_norm": (5, (3, 4)),
+}
+
+
+def _deciding_inputs(graph: Graph, node) -> tuple[str, ...]:
+    """The inputs whose contents a recomputation's *read* results depend on: a later in-place
+    write to one of them is a deadline for recomputing ``node``."""
+    spec = _BATCH_NORM_TRAINING.get(op_base_name(node.op))
+    args = node.attrs.get("args") if spec else None
+    if not spec or not isinstance(args, (list, tuple)) or len(args) <= spec[0] or args[spec[0]] is not True:
+        return node.inputs
+    ignored = {a.get("$v") for i, a in enumerate(args) if i in spec[1] and isinstance(a, dict)}
+    return tuple(v for v in node.inputs if v not in ignored)
 
 
 def _is_reissuable_view(graph: Graph, node) -> bool:

@@ -42,6 +42,7 @@ from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes
 from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
 from streamplan.remat.budget import PeakFloor, fmt_mib, parse_budget, peak_floor
+from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem
 from streamplan.remat.rewrite import recomputations, rewrite
 from streamplan.remat.solution import SolverResult
@@ -53,6 +54,7 @@ DEFAULT_LEVELS = 12
 DEFAULT_ROUNDS = 2
 POLICY_ORDER = "policy order"
 ONE_STREAM_ORDER = "one-stream order"
+UPDATES_EARLY_ORDER = "updates-early order"
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,15 @@ def search(
     levels: int = DEFAULT_LEVELS,
     rounds: int = DEFAULT_ROUNDS,
     joint: bool = True,
+    policy_time_limit_s: float | None = None,
 ) -> RematSearch:
     """The fastest plan (and schedule) whose worst-case peak fits ``budget``.
 
     ``budget``: bytes, text such as ``"2GiB"``, or a factor of the baseline's worst-case
     peak (``"0.4x"``). ``joint=False`` plans on the one-stream order only and schedules
-    the result once ("remat for one stream, then schedule"). Raises ``BudgetError``
+    the result once ("remat for one stream, then schedule"). ``policy_time_limit_s`` bounds
+    each scheduling of a candidate (a searching policy such as ``budget`` runs once per
+    candidate; default: the context's time limit). Raises ``BudgetError``
     (with the smallest peak found and why no plan goes lower) when nothing fits.
     """
     ctx = ctx or DEFAULT_CONTEXT
@@ -133,6 +138,8 @@ def search(
         raise BudgetError("levels and rounds must be at least 1")
     t0 = time.perf_counter()
     s = _Search(graph, policy, solver, ctx, includes)
+    if policy_time_limit_s is not None:
+        s.policy_ctx = ctx.replace(time_limit_s=min(ctx.time_limit_s, policy_time_limit_s))
     base = s.baseline()
     budget_bytes = parse_budget(budget, base.peak_bytes)
     s.budget = budget_bytes
@@ -140,9 +147,12 @@ def search(
     floor = peak_floor(graph, includes)
     # lanes: (stream cap, reference order name, order); joint mode also tries fewer streams
     lanes: list[tuple[int, str, tuple[str, ...]]] = []
+    early = updates_early(graph)  # a training step: each optimizer update right after its gradient
     for cap in stream_caps(ctx.max_streams) if joint else (ctx.max_streams,):
         plain = base if cap == ctx.max_streams else s.plain(cap)  # fewer streams, no recomputation
         refs = [(ONE_STREAM_ORDER, graph.node_ids)]
+        if early is not None:
+            refs.append((UPDATES_EARLY_ORDER, early))
         if joint and plain.schedule.launch_order != graph.node_ids:
             refs.insert(0, (POLICY_ORDER, plain.schedule.launch_order))
         lanes.extend(
@@ -211,6 +221,7 @@ class _Search:
         self.solver = solver
         self.ctx = ctx
         self.includes = includes
+        self.policy_ctx = ctx  # what candidates are scheduled under (a shorter time limit, maybe)
         self.budget: int | None = None  # set once the baseline has scaled a factor budget
         self.base: Candidate | None = None
         self.best: tuple[Candidate, tuple] | None = None
@@ -308,7 +319,7 @@ class _Search:
         skey = (gkey, level, cap)
         if skey not in self.schedules:
             try:
-                ctx = self.ctx.replace(budget=budget, max_streams=cap)
+                ctx = self.policy_ctx.replace(budget=budget, max_streams=cap)
                 self.schedules[skey] = make_schedule(graph, self.policy, ctx)
             except StreamplanError:
                 self.schedules[skey] = None  # a policy that cannot schedule this graph under the level
