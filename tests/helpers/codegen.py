@@ -6,7 +6,9 @@ reads, every event record and wait (``wait_stream`` included), every
 ``record_stream``, and every ATen op the module calls, with the fake stream current
 at the call. It knows nothing of how the module was generated: ops are identified
 by matching the calls one by one against the schedule's launch order (the op names
-must agree), and a tensor handed to ``record_stream`` is named by the value whose
+must agree; a fused kernel is its parts' calls, a folded batch-norm not called, and the
+kernel is launched at its first part's call, every other part on the same stream), and a
+tensor handed to ``record_stream`` is named by the value whose
 op last produced a tensor in its storage.
 """
 
@@ -23,7 +25,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from helpers import fake_cuda
-from streamplan.ir.graph import Graph
+from streamplan.ir.fused import folded_pair, fused_parts, is_fused
+from streamplan.ir.graph import Graph, Node
 from streamplan.ir.schedule import StreamSchedule
 
 _counter = itertools.count()
@@ -65,7 +68,7 @@ class _Launches(TorchFunctionMode):
     def __init__(self, graph: Graph, schedule: StreamSchedule, calls: list, owner: dict[int, str]):
         super().__init__()
         self.graph = graph
-        self.order = list(schedule.launch_order)
+        self.order = [(op, part) for op in schedule.launch_order for part in _calls_of(graph.node(op))]
         self.calls = calls
         self.owner = owner
         self.k = 0
@@ -75,18 +78,39 @@ class _Launches(TorchFunctionMode):
         if not isinstance(func, torch._ops.OpOverload):
             return func(*args, **kwargs)
         assert self.k < len(self.order), f"more op calls than launches ({func})"
-        node = self.graph.node(self.order[self.k])
-        assert str(func) == node.op, f"launch {self.k}: called {func}, the schedule launches {node.op}"
-        self.calls.append(("launch", fake_cuda._STATE.current.name, node.id))
+        op, node = self.order[self.k]
+        assert str(func) == node.op, f"call {self.k}: called {func}, the schedule launches {node.op}"
+        stream = fake_cuda._STATE.current.name
+        if self.k == 0 or self.order[self.k - 1][0] != op:
+            self.calls.append(("launch", stream, op))
+            self.stream = stream
+        assert stream == self.stream, f"a part of {op} runs on {stream}, the kernel on {self.stream}"
         self.k += 1
         result = func(*args, **kwargs)
         produced = [result] if isinstance(result, torch.Tensor) else list(result)
         if "output_index" in node.attrs and not isinstance(result, torch.Tensor):
             produced = [result[i] for i in node.attrs["output_index"]]
         for vid, t in zip(node.outputs, produced, strict=False):
-            if isinstance(t, torch.Tensor) and t.numel():
+            if isinstance(t, torch.Tensor) and t.numel() and vid in self.graph.values:
                 self.owner[t.untyped_storage().data_ptr()] = self.graph.storage_of(vid)
         return result
+
+
+def _calls_of(node: Node) -> list[Node]:
+    """The op calls a launch makes: the node itself, or a fused kernel's parts (a folded
+    batch-norm's output comes from the convolution, which is called instead)."""
+    if not is_fused(node):
+        return [node]
+    fold = folded_pair(node)
+    parts = {p.id: p for p in fused_parts(node)}
+    calls = []
+    for p in parts.values():
+        if fold is not None and p.id == fold[1]:
+            continue
+        if fold is not None and p.id == fold[0]:
+            p = Node(p.id, p.op, p.inputs, parts[fold[1]].outputs[:1], {})
+        calls.append(p)
+    return calls
 
 
 def stream_calls(
@@ -122,4 +146,4 @@ def stream_calls(
     mode = _Launches(graph, schedule, calls, owner)
     with torch.no_grad(), mode:
         outputs = model(*inputs)
-    return calls, outputs, mode.k
+    return calls, outputs, len({op for op, _ in mode.order[: mode.k]})

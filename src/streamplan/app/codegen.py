@@ -7,8 +7,6 @@ from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.codegen import Predictions, default_class_name, generate_module
-from streamplan.errors import UnsupportedError
-from streamplan.fusion.plan import fuses
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators import replay
@@ -73,25 +71,14 @@ def codegen_run(
 ) -> GeneratedModule:
     """The module for a scheduled and simulated ``run`` of ``graph``.
 
-    A run of fused kernels is refused: a kernel is Inductor's generated code, which a
-    module of ATen calls cannot hold.
+    A fused run is written over its kernels, each as its parts' ATen calls in order.
     """
-    if run.fusion is not None:
-        raise _fused_error(graph.name, run.schedule.policy, run.fusion_mode)
+    graph = run.scheduled_graph(graph)
     predictions = predict(graph, run, ctx)
     s = run.schedule
     name = class_name or default_class_name(graph, s)
     source = generate_module(graph, s, model=model, predictions=predictions, class_name=name)
     return GeneratedModule(source, name, graph.name, s.policy, s.num_streams, s.num_events, predictions)
-
-
-def _fused_error(graph: str, policy: str, mode: str) -> UnsupportedError:
-    return UnsupportedError(
-        f"codegen writes each ATen op as one call; the {policy} schedule with {mode} fusion runs fused "
-        "kernels, which it cannot write",
-        where=graph,
-        hint="generate the module from a schedule made without fusion",
-    )
 
 
 def codegen_policy(
@@ -106,8 +93,6 @@ def codegen_policy(
     ctx = ctx or DEFAULT_CONTEXT
     if isinstance(policy, StreamSchedule):
         run = run_schedule(graph, policy, ctx)
-    elif fuses(ctx.fusion):  # refused before any scheduling work
-        raise _fused_error(graph.name, policy, ctx.fusion)
     else:
         run = run_policy(graph, policy, ctx)
     return codegen_run(graph, run, ctx, model=model, class_name=class_name)

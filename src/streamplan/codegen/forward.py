@@ -13,6 +13,7 @@ from typing import Any
 import streamplan.codegen.pysource as ps
 from streamplan.codegen.plan import LaunchPlan, LaunchStep
 from streamplan.errors import UnsupportedError
+from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import TrainingStep
@@ -144,6 +145,8 @@ def _forward_body(
     body.append(f"        caller, {unpack} = self._fork({device}, {len(streams)})")
 
     def ref(v: str) -> str:
+        if v in FOLDED:
+            return FOLDED[v]
         if v in keys:
             return f"w[{ps.py_str(keys[v])}]"
         return names(v)
@@ -177,8 +180,26 @@ def _step_lines(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref
     pad = ps.INDENT * indent
     lines = [f"{pad}_wait(s{step.stream}, {_event_name(names, u)})" for u in step.waits_for]
     lines += [f"{pad}_hand_over({ref(x)}, s{step.stream})" for x in step.record_on_stream]
-    call = _call_expr(node, ref)
-    live_outputs = [y for y in node.outputs if y not in step.frees]
+    if is_fused(node):
+        lines += _fused_lines(node, step, names, ref, indent)
+    else:
+        live = [y for y in node.outputs if y not in step.frees]
+        lines += _bind_lines(node, _call_expr(node, ref), live, names, indent)
+    if step.records_event:
+        lines.append(f"{pad}{_event_name(names, node.id)} = _event(s{step.stream})")
+    dead = [names(x) for x in step.frees if x not in node.outputs]  # dead outputs were never bound
+    if is_fused(node):  # the values passed between its parts go with the kernel
+        dead = [*_fused_locals(node, step, names), *dead]
+    lines += _del_lines(dead, pad)
+    return lines
+
+
+def _bind_lines(
+    node: Node, call: ps.Expr, live_outputs: list[str], names: ps.Namer, indent: int
+) -> list[str]:
+    """``call`` as a statement binding the node's ``live_outputs`` (the others are never bound)."""
+    pad = ps.INDENT * indent
+    lines: list[str] = []
     if "output_index" in node.attrs:
         index = node.attrs["output_index"]
         index = index if isinstance(index, list) else [index]
@@ -191,19 +212,134 @@ def _step_lines(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref
         else:
             lines += ps.statement(call, indent=indent)
     elif live_outputs:
-        targets = ", ".join(names(y) for y in node.outputs)
         if len(node.outputs) > 1:
             raise UnsupportedError(
                 f"op {node.op} has {len(node.outputs)} outputs but no output_index", where=node.id
             )
-        lines += ps.statement(call, indent=indent, target=targets)
+        lines += ps.statement(call, indent=indent, target=names(node.outputs[0]))
     else:
         lines += ps.statement(call, indent=indent)
-    if step.records_event:
-        lines.append(f"{pad}{_event_name(names, node.id)} = _event(s{step.stream})")
-    dead = [names(x) for x in step.frees if x not in node.outputs]  # dead outputs were never bound
-    lines += _del_lines(dead, pad)
     return lines
+
+
+def _part_live(node: Node, step: LaunchStep) -> dict[str, set[str]]:
+    """For each part of a fused kernel, its outputs that are bound: read by a later part, or an
+    output of the kernel read after it. A folded batch-norm's output is the convolution's."""
+    parts = fused_parts(node)
+    fold = folded_pair(node)
+    read = {v for p in parts for v in p.inputs}
+    kept = {y for y in node.outputs if y not in step.frees}
+    live: dict[str, set[str]] = {}
+    for p in parts:
+        if fold is not None and p.id == fold[1]:
+            continue
+        outs = (
+            next(q for q in parts if q.id == fold[1]).outputs[:1] if fold and p.id == fold[0] else p.outputs
+        )
+        live[p.id] = {y for y in outs if y in kept or y in read}
+    return live
+
+
+def _fused_locals(node: Node, step: LaunchStep, names: ps.Namer) -> list[str]:
+    """The names a fused kernel binds that are not read after it (deleted after it)."""
+    kept = {y for y in node.outputs if y not in step.frees}
+    live = _part_live(node, step)
+    bound = [y for p in fused_parts(node) for y in sorted(live.get(p.id, ())) if y not in kept]
+    return [names(y) for y in dict.fromkeys(bound)]
+
+
+def _fused_lines(node: Node, step: LaunchStep, names: ps.Namer, ref, indent: int) -> list[str]:
+    """A fused kernel as its parts' calls in order; a folded batch-norm is not run: the
+    convolution is called with the folded weight and bias instead (as the runtime does)."""
+    parts = fused_parts(node)
+    fold = folded_pair(node)
+    by_id = {p.id: p for p in parts}
+    live = _part_live(node, step)
+    comment = f"{ps.INDENT * indent}# fused kernel {node.id}: {len(parts)} ops"
+    if len(comment) > ps.LINE_LENGTH:  # a long chain of ops names the kernel
+        comment = f"{ps.INDENT * indent}# fused kernel of {len(parts)} ops"
+    lines: list[str] = [comment]
+    for p in parts:
+        if fold is not None and p.id == fold[1]:
+            continue  # the convolution already gives the normalised result
+        if fold is not None and p.id == fold[0]:
+            bn = by_id[fold[1]]
+            lines += _fold_lines(p, bn, ref, indent)
+            conv = _folded_conv(p)
+            target = Node(p.id, p.op, p.inputs, bn.outputs[:1], {})
+            lines += _bind_lines(target, _call_expr(conv, ref), sorted(live[p.id]), names, indent)
+            lines.append(f"{ps.INDENT * indent}del _folded_weight, _folded_bias")
+        else:
+            lines += _bind_lines(p, _call_expr(p, ref), sorted(live[p.id]), names, indent)
+    return lines
+
+
+_BN_ARGS = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+
+
+def _fold_lines(conv: Node, bn: Node, ref, indent: int) -> list[str]:
+    """``_folded_weight, _folded_bias = _fold_batch_norm(...)``: ``w * g / sqrt(v + eps)`` and its bias."""
+    bound = dict(zip(_BN_ARGS[1:], list(bn.attrs.get("args", []))[1:], strict=False))
+    bound.update(bn.attrs.get("kwargs", {}))
+    args = list(conv.attrs.get("args", []))
+    conv_bias = conv.attrs.get("kwargs", {}).get("bias", args[2] if len(args) > 2 else None)
+
+    def arg(a: Any) -> ps.Expr:
+        return _arg_expr(a, ref, bn)
+
+    call = ps.Call(
+        "_fold_batch_norm",
+        (
+            arg(args[1]),
+            arg(conv_bias),
+            arg(bound["running_mean"]),
+            arg(bound["running_var"]),
+            arg(bound.get("weight")),
+            arg(bound.get("bias")),
+            ps.literal(float(bound.get("eps", 1e-5))),
+        ),
+    )
+    return ps.statement(call, indent=indent, target="_folded_weight, _folded_bias")
+
+
+def _folded_conv(conv: Node) -> Node:
+    """The convolution part reading ``_folded_weight`` and ``_folded_bias``."""
+    args = list(conv.attrs.get("args", []))
+    kwargs = dict(conv.attrs.get("kwargs", {}))
+    new_args = [args[0], {"$v": "\0folded weight"}, *args[2:]]
+    if "bias" in kwargs:
+        kwargs["bias"] = {"$v": "\0folded bias"}
+    elif len(new_args) > 2:
+        new_args[2] = {"$v": "\0folded bias"}
+    else:  # conv2d(input, weight) with the defaults after it
+        new_args.append({"$v": "\0folded bias"})
+    return Node(
+        conv.id, conv.op, conv.inputs, conv.outputs, {**conv.attrs, "args": new_args, "kwargs": kwargs}
+    )
+
+
+# what a folded convolution reads instead of its weight and bias (names no value takes)
+FOLDED = {"\0folded weight": "_folded_weight", "\0folded bias": "_folded_bias"}
+FOLD_HELPER = '''
+def _fold_batch_norm(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    gamma: torch.Tensor | None,
+    beta: torch.Tensor | None,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A convolution's weight and bias with the batch-norm after it folded in."""
+    scale = torch.rsqrt(var + eps)
+    if gamma is not None:
+        scale = scale * gamma
+    shift = -mean * scale
+    if beta is not None:
+        shift = shift + beta
+    folded = weight * scale.reshape(-1, *([1] * (weight.dim() - 1)))
+    return folded, shift if bias is None else bias * scale + shift
+'''
 
 
 def _event_name(names: ps.Namer, op: str) -> str:

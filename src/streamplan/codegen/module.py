@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import streamplan.codegen.pysource as ps
-from streamplan.codegen.forward import HELPERS, class_lines
+from streamplan.codegen.forward import FOLD_HELPER, FOLDED, HELPERS, class_lines
 from streamplan.codegen.plan import launch_plan
-from streamplan.errors import ModelSpecError, UnsupportedError
-from streamplan.ir.fused import is_fused
+from streamplan.errors import ModelSpecError
+from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import TrainingStep, training_step
@@ -28,7 +28,7 @@ MIB = 1 << 20
 # names of the generated code that values must not take
 RESERVED = {
     "torch", "aten", "contextlib", "self", "w", "device", "caller", "_r", "WEIGHTS", "CONSTANTS", "PREDICTIONS",
-    "OUTPUTS",
+    "OUTPUTS", *FOLDED.values(),
 }  # fmt: skip
 # where a training step's optimizer state lives among the module's tensors
 STATE_PREFIX = "optimizer_state"
@@ -92,16 +92,9 @@ def generate_module(
     For a training step the module's ``forward`` is the whole step (see ``docs/codegen.md``):
     it takes the inputs and targets, updates the parameters, buffers and optimizer state it
     holds in place, and returns the loss and the gradients (no optimizer) or the updated
-    parameters; ``OUTPUTS`` names what it returns. Fused kernels cannot be written (their
-    parts would need Inductor's code generator): a fused graph is refused.
+    parameters; ``OUTPUTS`` names what it returns. A fused kernel is written as its parts'
+    ATen calls in order (a folded batch-norm as the convolution with the folded weight).
     """
-    fused = [n.id for n in graph.nodes if is_fused(n)]
-    if fused:
-        raise UnsupportedError(
-            f"codegen cannot write fused kernels ({len(fused)} in {graph.name}, e.g. {fused[0]})",
-            where=graph.name,
-            hint="generate the module from the schedule without fusion",
-        )
     step = training_step(graph)
     plan = launch_plan(graph, schedule)
     names = ps.Namer(RESERVED | {f"s{s}" for s in plan.streams})
@@ -113,7 +106,7 @@ def generate_module(
         raise ModelSpecError(f"{cls!r} cannot name a Python class", hint="use an identifier, e.g. MyModel")
     lines = _header(graph, schedule, model, predictions, step)
     lines += ["", "import contextlib", "", "import torch", ""]
-    if any(n.op.startswith("aten.") for n in graph.nodes):
+    if any(n.op.startswith("aten.") for m in graph.nodes for n in (fused_parts(m) or (m,))):
         lines += ["aten = torch.ops.aten"]
     if predictions is not None:
         items = [(ps.Atom(ps.py_str(k)), ps.literal(v)) for k, v in predictions.to_dict().items()]
@@ -143,6 +136,8 @@ def generate_module(
             *_dict_display("CONSTANTS", [(ps.Atom(ps.py_str(k)), ps.literal(c)) for k, c in constants]),
         ]
     lines += ["", "", *HELPERS.strip("\n").splitlines(), "", ""]
+    if any(folded_pair(n) is not None for n in graph.nodes if is_fused(n)):
+        lines += [*FOLD_HELPER.strip("\n").splitlines(), "", ""]
     lines += class_lines(
         graph, schedule, plan, names, dict(weights), cls, constants_embedded=bool(constants), step=step
     )
@@ -180,6 +175,16 @@ def _header(
         f"policy: {schedule.policy}; {schedule.num_streams} streams, {schedule.num_events} events, "
         f"{waits} cross-stream waits",
     ]
+    kernels = [n for n in graph.nodes if is_fused(n)]
+    mode = (
+        schedule.meta.get("fusion", {}).get("mode") if isinstance(schedule.meta.get("fusion"), dict) else None
+    )
+    if kernels or mode:
+        folds = sum(1 for n in kernels if folded_pair(n) is not None)
+        lines.append(
+            f"fusion: {mode or 'fused'}; {len(kernels)} kernels, each written as its ops in order"
+            + (f"; {folds} batch-norms folded" if folds else "")
+        )
     if step is not None:
         lines += _training_header(step)
     if predictions is not None:
