@@ -219,6 +219,16 @@ def parse_budget(text: str | None, figure: str = "worst_case", *, policies: tupl
     return MemoryBudget.parse(text, figure=figure)
 
 
+def run_saved_or_policy(graph, policy: str, schedule_file: str | None, ctx, *, fusion: str = "none"):
+    """The ``PolicyRun`` of the saved schedule in ``schedule_file`` (checked against ``graph``),
+    or of ``policy`` when no file is given."""
+    from streamplan.app.analysis import run_policy, run_schedule
+
+    if schedule_file:
+        return run_schedule(graph, load_schedule(schedule_file, graph, fusion=fusion), ctx)
+    return run_policy(graph, policy, ctx)
+
+
 def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:
     """``files.write_output`` with the CLI's words for the way out (``--force``)."""
     from streamplan.files import OutputFileError, write_output

@@ -37,6 +37,7 @@ from streamplan.cli.common import (
     out,
     parse_budget,
     parse_policies,
+    run_saved_or_policy,
     write_file,
 )
 from streamplan.cli.errors import EXIT_OUT_OF_MEMORY
@@ -98,7 +99,7 @@ def memory_cmd(
     fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    from streamplan.app.analysis import MemoryOptions, run_policy, run_schedule
+    from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.memory import analyze_run_memory
     from streamplan.report.views import memory_lines
@@ -117,8 +118,7 @@ def memory_cmd(
             fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
-        run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
+        run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
         analysis = analyze_run_memory(
             g,
             run,

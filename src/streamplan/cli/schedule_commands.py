@@ -38,6 +38,7 @@ from streamplan.cli.common import (
     parse_budget,
     parse_fusions,
     parse_policies,
+    run_saved_or_policy,
     write_file,
 )
 from streamplan.cli.progress import progress_display
@@ -165,7 +166,6 @@ def simulate(
     as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
-    from streamplan.app.analysis import run_policy, run_schedule
     from streamplan.app.context import MeasuredCoverage, make_context
     from streamplan.fusion.transform import kernel_count
     from streamplan.report.trace import dumps_trace
@@ -185,8 +185,7 @@ def simulate(
             fusion=fusion,
         )
         g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
-        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
-        run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
+        run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
     s, tl = run.schedule, run.timeline
     if trace:
         from streamplan.memory.simulated import simulated_memory
