@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,10 +22,10 @@ import torch.fx
 import torch.utils._pytree as pytree
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from streamplan.errors import UnsupportedError
 from streamplan.frontends.aliasing import base_name, bind_arguments, op_aliasing
 from streamplan.frontends.argcodec import encode, iter_tensor_refs
 from streamplan.frontends.flops import node_flops
+from streamplan.frontends.problems import Problems
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.ir.verify import verify
@@ -38,32 +38,6 @@ class _Ref:
     """A tensor argument of an fx node: the value id it stands for."""
 
     vid: str
-
-
-@dataclass
-class Problems:
-    """Every distinct unsupported construct met, with the nodes where it occurs."""
-
-    model: str
-    items: dict[str, tuple[list[str], str]] = field(default_factory=dict)
-
-    def add(self, what: str, node: str, todo: str) -> None:
-        nodes, _ = self.items.setdefault(what, ([], todo))
-        nodes.append(node)
-
-    def raise_if_any(self) -> None:
-        if not self.items:
-            return
-        lines = []
-        for what, (nodes, todo) in self.items.items():
-            shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-            lines.append(f"  - {what} (at {shown}): {todo}")
-        count = len(self.items)
-        raise UnsupportedError(
-            f"cannot capture: {count} unsupported construct{'s' if count > 1 else ''}\n" + "\n".join(lines),
-            where=self.model,
-            hint="fix or replace each construct listed above, then capture again",
-        )
 
 
 _WRAPPERS_TO_INLINE = ("wrap_with_set_grad_enabled",)  # grad mode does not matter for inference

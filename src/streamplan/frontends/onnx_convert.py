@@ -16,11 +16,11 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from streamplan.errors import UnsupportedError
 from streamplan.frontends.aliasing import base_name, bind_arguments, op_aliasing
 from streamplan.frontends.argcodec import encode, iter_tensor_refs
 from streamplan.frontends.flops import node_flops
 from streamplan.frontends.onnx_ops import FOLD_LIMIT, ONNX_DTYPES, OPS
+from streamplan.frontends.problems import Problems
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.ir.verify import verify
@@ -33,31 +33,13 @@ class T:
     vid: str
 
 
-class Problems:
-    """Every unsupported construct met, grouped, raised as one error at the end."""
-
-    def __init__(self, model: str):
-        self.model = model
-        self.items: dict[str, tuple[list[str], str]] = {}
-
-    def add(self, what: str, where: str, todo: str) -> None:
-        nodes, _ = self.items.setdefault(what, ([], todo))
-        if where not in nodes:
-            nodes.append(where)
-
-    def raise_if_any(self) -> None:
-        if not self.items:
-            return
-        lines = []
-        for what, (nodes, todo) in self.items.items():
-            shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-            lines.append(f"  - {what} (at {shown}): {todo}")
-        count = len(self.items)
-        raise UnsupportedError(
-            f"cannot import: {count} unsupported construct{'s' if count > 1 else ''}\n" + "\n".join(lines),
-            where=self.model,
-            hint="fix or replace each construct listed above (or re-export the model), then load it again",
-        )
+def onnx_problems(model: str) -> Problems:
+    """The problem list of an ONNX import (its message and hint speak of importing)."""
+    return Problems(
+        model,
+        action="import",
+        hint="fix or replace each construct listed above (or re-export the model), then load it again",
+    )
 
 
 class Converter:

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from streamplan.errors import FileFormatError, ModelSpecError
-from streamplan.frontends.onnx_convert import Converter, Problems
+from streamplan.frontends.onnx_convert import Converter, onnx_problems
 from streamplan.frontends.onnx_ops import OPS
+from streamplan.frontends.problems import Problems
 from streamplan.ir.graph import Graph
 
 CONTROL_FLOW = {"If", "Loop", "Scan", "SequenceMap"}
@@ -55,7 +56,7 @@ def load_onnx(path: str | Path, *, batch: int | None = None, dtype: str | None =
     except Exception as e:  # a protobuf that does not parse
         raise FileFormatError(f"not a readable ONNX model ({type(e).__name__}: {e})", where=str(p)) from None
     name = p.stem
-    problems = Problems(name)
+    problems = onnx_problems(name)
     _check_structure(model, problems)
     bound_batch = bind_inputs(model, batch, problems)
     problems.raise_if_any()
