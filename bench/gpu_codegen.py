@@ -195,14 +195,19 @@ def main(argv: list[str] | None = None) -> int:
                         }
                     rows.append(row)
                     print(_line(row), flush=True)
+    return finish(rows, args.out, device, "generated modules (codegen)", _line)
+
+
+def finish(rows: list[dict[str, Any]], out: str | None, device: str, title: str, line) -> int:
+    """Write the rows (and their summary) to ``out``, print them; 1 if a row failed or differed."""
     failed = [r for r in rows if "error" in r and not r["error"].startswith("skipped")]
     mismatched = [r for r in rows if r.get("matches_eager") is False]
     summary = {"rows": len(rows), "failed": len(failed), "outputs_differ": len(mismatched), "device": device}
-    if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
-    print("\ngenerated modules (codegen) on", device)
+    if out:
+        Path(out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+    print(f"\n{title} on", device)
     for r in rows:
-        print(_line(r))
+        print(line(r))
     print(json.dumps(summary))
     return 1 if failed or mismatched else 0
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_codegen import _generate, _import  # noqa: E402
+from gpu_codegen import _generate, _import, finish  # noqa: E402
 
 MODELS = ("squeezenet", "inception_v3")
 OPTIMIZERS = ("sgd", "adam")
@@ -174,16 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                         row = {**key, "error": f"{type(e).__name__}: {e}"}
                     rows.append(row)
                     print(_line(row), flush=True)
-    failed = [r for r in rows if "error" in r and not r["error"].startswith("skipped")]
-    mismatched = [r for r in rows if r.get("matches_eager") is False]
-    summary = {"rows": len(rows), "failed": len(failed), "outputs_differ": len(mismatched), "device": device}
-    if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
-    print("\ngenerated training steps (codegen --train) on", device)
-    for r in rows:
-        print(_line(r))
-    print(json.dumps(summary))
-    return 1 if failed or mismatched else 0
+    return finish(rows, args.out, device, "generated training steps (codegen --train)", _line)
 
 
 if __name__ == "__main__":
