@@ -4,7 +4,10 @@ The pipeline, one subpackage per stage::
 
     capture/build -> ir.Graph -> schedule.StreamSchedule -> memory / cost (simulate) / runtime
 
-Torch is imported only by ``frontends.torch_capture``, ``zoo`` models and ``runtime``.
+Start with ``streamplan.analyze(model)``: a ``Session`` on the model's graph under
+``Settings`` (device profile, fusion, budget...), with every analysis as a method.
+
+Torch is imported only by ``frontends``, ``zoo`` models and ``runtime``.
 """
 
 from streamplan.errors import StreamplanError
@@ -12,6 +15,24 @@ from streamplan.ir import Graph, Node, Value, verify
 from streamplan.models import load_model
 
 __version__ = "0.1.0"
+
+
+_LAZY = {
+    "analyze": "streamplan.app.session",
+    "Session": "streamplan.app.session",
+    "Settings": "streamplan.schedule.settings",
+    "Includes": "streamplan.ir.includes",
+    "Fusion": "streamplan.ir.schedule",
+}
+
+
+def __getattr__(name: str):
+    # the session API imports every analysis: loaded on first use, so `import streamplan` stays light
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'streamplan' has no attribute {name!r}")
 
 
 def capture(module, example_inputs, *, name: str | None = None) -> Graph:
@@ -44,6 +65,11 @@ def backend(policy: str = "nimble", ctx=None, *, device: str | None = None):
 
 
 __all__ = [
+    "analyze",
+    "Session",
+    "Settings",
+    "Includes",
+    "Fusion",
     "backend",
     "Graph",
     "Node",

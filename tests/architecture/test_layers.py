@@ -13,7 +13,7 @@ ROOT = SRC / "streamplan"
 
 # Each layer may import the layers listed before it (and itself), never those after it.
 LAYERS = [
-    {"errors", "progress", "files"},
+    {"errors", "progress", "files", "units"},
     {"ir"},
     {"cost", "frontends"},
     {"zoo", "models", "cache"},

@@ -32,6 +32,10 @@ class FrozenDict(dict[K, V]):
     setdefault = _readonly
     update = _readonly
 
+    def __hash__(self) -> int:  # type: ignore[override]
+        # read-only, so it can be a value: hashable when its values are
+        return hash(frozenset(self.items()))
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (dict(self),))
 

@@ -18,6 +18,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,26 @@ from streamplan.ir.frozen import FrozenDict, freeze
 from streamplan.ir.graph import Graph
 
 SCHEMA = "streamplan.schedule"
+
+
+class Fusion(StrEnum):
+    """How operator fusion and scheduling combine (``docs/fusion.md``): ``none`` schedules the
+    ops as captured; ``first`` fuses them into kernels, then schedules the kernels;
+    ``stream-aware`` schedules, then fuses only along each stream's own chains."""
+
+    NONE = "none"
+    FIRST = "first"
+    STREAM_AWARE = "stream-aware"
+
+    @classmethod
+    def parse(cls, value: str | Fusion) -> Fusion:
+        """``value`` as a ``Fusion`` (``ScheduleError`` naming the modes when it is none of them)."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ScheduleError(
+                f"unknown fusion mode {value!r}", hint=f"use one of {', '.join(m.value for m in cls)}"
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)

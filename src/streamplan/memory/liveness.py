@@ -18,28 +18,8 @@ from functools import cached_property
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import PARAM_KINDS, Includes
 from streamplan.ir.schedule import StreamSchedule, check_structure
-
-PARAM_KINDS = ("param", "buffer", "constant")
-
-
-@dataclass(frozen=True, slots=True)
-class Includes:
-    """Which storages a memory figure counts (activations always)."""
-
-    inputs: bool = False
-    params: bool = False
-
-    def describe(self) -> str:
-        parts = ["activations"]
-        if self.inputs:
-            parts.append("inputs")
-        if self.params:
-            parts.append("params/buffers/constants")
-        return " + ".join(parts)
-
-    def to_dict(self) -> dict[str, bool]:
-        return {"activations": True, "inputs": self.inputs, "params": self.params}
 
 
 @dataclass(frozen=True, slots=True)

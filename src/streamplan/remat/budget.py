@@ -1,7 +1,7 @@
 """Reading a memory budget, and the floor no plan can go below.
 
-``parse_budget`` is the one place a budget's text is read (bytes, KiB/MiB/GiB, or a
-factor of a baseline peak such as ``0.4x``). ``peak_floor`` is a lower bound on the
+``parse_budget`` resolves a budget's text (``streamplan.units``: bytes, a size with a unit, or
+a factor of a baseline peak such as ``0.4x``) to bytes. ``peak_floor`` is a lower bound on the
 worst-case peak of every schedule of every plan: each op runs at least once, with its
 inputs and outputs live together, on top of the resident storages; and at the end
 every graph output is live at once.
@@ -9,51 +9,29 @@ every graph output is live at once.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 
 from streamplan.errors import BudgetError
 from streamplan.ir.graph import Graph
 from streamplan.memory.liveness import PARAM_KINDS, Includes
-
-UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+from streamplan.units import parse_size_text
 
 
 def parse_budget(budget: str | int | float, baseline_bytes: int | None = None) -> int:
-    """Bytes of a budget: ``2147483648``, ``"512MiB"``, ``"2 GiB"``, or ``"0.4x"`` (a factor of
-    ``baseline_bytes``, the peak without rematerialization). Rounded down to whole bytes."""
-    if isinstance(budget, bool):
-        raise BudgetError(f"a budget is a number of bytes, not {budget!r}")
-    if isinstance(budget, (int, float)):
-        value, unit = float(budget), ""
-    else:
-        m = _BUDGET.match(str(budget))
-        if not m:
-            raise _unreadable(budget)
-        value, unit = float(m.group(1)), m.group(2).lower()
-    if not math.isfinite(value) or value < 0:
-        raise _unreadable(budget)
-    if unit == "x":
-        if baseline_bytes is None:
-            raise BudgetError(f"budget {budget!r} is a factor, but there is no baseline peak to scale")
-        return int(value * baseline_bytes)
-    if unit not in UNITS:
-        raise _unreadable(budget)
-    return int(value * UNITS[unit])
+    """Bytes of a budget in the grammar of ``streamplan.units`` (``2147483648``, ``"512MiB"``,
+    ``"800MB"``), or a factor of ``baseline_bytes``, the peak without rematerialization
+    (``"0.4x"``). Rounded down to whole bytes."""
+    size = parse_size_text(budget, what="budget")
+    if size.factor is None:
+        return size.limit_bytes  # type: ignore[return-value]
+    if baseline_bytes is None:
+        raise BudgetError(f"budget {budget!r} is a factor, but there is no baseline peak to scale")
+    return int(size.factor * baseline_bytes)
 
 
 def fmt_mib(n: int) -> str:
     """Bytes as MiB with four decimals (budgets differ in single bytes), and the exact count."""
     return f"{n / (1 << 20):.4f} MiB ({n:,} B)"
-
-
-def _unreadable(budget: object) -> BudgetError:
-    return BudgetError(
-        f"cannot read the budget {budget!r}",
-        hint="write bytes (1073741824), binary units (512MiB, 2GiB, 64KiB) or a factor of today's peak (0.4x)",
-    )
 
 
 @dataclass(frozen=True, slots=True)

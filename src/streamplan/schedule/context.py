@@ -12,7 +12,6 @@ operator fusion and scheduling are combined (``fusion``: applied by
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -21,27 +20,13 @@ from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, resolve_cost
 from streamplan.errors import BudgetError, ScheduleError
 from streamplan.ir.frozen import FrozenDict, freeze
+from streamplan.ir.schedule import Fusion
 from streamplan.progress import ProgressFn, no_progress
+from streamplan.units import parse_size_text
 
 BudgetFigure = Literal["worst_case", "arena"]
 BUDGET_FIGURES: tuple[str, ...] = ("worst_case", "arena")
-# none: schedule the ops as captured; first: fuse, then schedule the kernels; stream-aware:
-# schedule, then fuse only along each stream's own chains (docs/fusion.md)
-FUSION_MODES: tuple[str, ...] = ("none", "first", "stream-aware")
-
-
-_UNITS = {
-    "b": 1,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-}
-_BUDGET_TEXT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+FUSION_MODES: tuple[str, ...] = tuple(m.value for m in Fusion)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,21 +62,12 @@ class MemoryBudget:
             )
 
     @staticmethod
-    def parse(text: str, **fields: Any) -> MemoryBudget:
+    def parse(text: str | int, **fields: Any) -> MemoryBudget:
         """``"12MiB"``, ``"1.5 GiB"``, ``"4096"`` (bytes), ``"800MB"`` (decimal units) or ``"1.2x"``
-        (a factor of the sequential peak); ``fields`` set the other attributes."""
-        m = _BUDGET_TEXT.match(str(text))
-        unit = m.group(2).lower() if m else ""
-        if m is None or (unit not in _UNITS and unit not in ("", "x")):
-            raise BudgetError(
-                f"cannot read the memory budget {text!r}",
-                hint="write bytes (4096), a size with a unit (12MiB, 1.5GiB, 800MB) or a factor of the "
-                "sequential peak (1.2x)",
-            )
-        number = float(m.group(1))
-        if unit == "x":
-            return MemoryBudget(factor=number, **fields)
-        return MemoryBudget(limit_bytes=int(round(number * _UNITS.get(unit, 1))), **fields)
+        (a factor of the sequential peak), in the one grammar of ``streamplan.units``;
+        ``fields`` set the other attributes."""
+        size = parse_size_text(text)
+        return MemoryBudget(limit_bytes=size.limit_bytes, factor=size.factor, **fields)
 
     def limit_for(self, sequential_bytes: int) -> int:
         """The budget in bytes, given the figure's value for the sequential schedule."""
@@ -127,7 +103,7 @@ class ScheduleContext:
     seed: int = 0
     progress: ProgressFn = field(default=no_progress, compare=False)
     options: Mapping[str, Any] = field(default_factory=FrozenDict)
-    fusion: str = "none"
+    fusion: Fusion = Fusion.NONE
 
     def __post_init__(self) -> None:
         if (
@@ -145,10 +121,7 @@ class ScheduleContext:
                 )
             object.__setattr__(self, "cost", resolve_cost(self.cost))
         object.__setattr__(self, "options", freeze(self.options))
-        if self.fusion not in FUSION_MODES:
-            raise ScheduleError(
-                f"unknown fusion mode {self.fusion!r}", hint=f"use one of {', '.join(FUSION_MODES)}"
-            )
+        object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
 
     def replace(self, **changes: Any) -> ScheduleContext:
         return dataclasses.replace(self, **changes)
