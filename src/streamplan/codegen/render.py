@@ -79,8 +79,11 @@ def write_module(block: Block) -> tuple[str, ast.Module]:
     when the text parses into anything but the tree ``block`` was built as."""
     text = "\n".join(lines(block, 0)) + "\n"
     built = _complete(ast.Module(body=tree(block), type_ignores=[]))
-    parsed = ast.parse(text)
-    if ast.dump(parsed) != ast.dump(built):
+    try:
+        parsed = ast.parse(text)
+    except SyntaxError:
+        parsed = None
+    if parsed is None or ast.dump(parsed) != ast.dump(built):
         raise RuntimeError("codegen laid out a module whose text differs from its tree (a bug in streamplan)")
     return text, parsed
 
