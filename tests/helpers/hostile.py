@@ -196,10 +196,10 @@ def _chain(e: ast.expr) -> list[str]:
     return [e.id, *reversed(parts)] if isinstance(e, ast.Name) else []
 
 
-def module_violations(source: str, reference: str) -> list[str]:
-    """What ``source`` holds beyond what codegen may write (``reference``: the module of an
-    untouched graph, whose helper functions and methods ``source`` must repeat exactly)."""
-    tree, ref = ast.parse(source), ast.parse(reference)
+def module_violations(source: str, *references: str) -> list[str]:
+    """What ``source`` holds beyond what codegen may write (``references``: modules of untouched
+    graphs, one of whose copies of each helper function and method ``source`` must repeat)."""
+    tree = ast.parse(source)
     out: list[str] = []
 
     def fixed_functions(module: ast.Module) -> dict[str, str]:
@@ -208,8 +208,11 @@ def module_violations(source: str, reference: str) -> list[str]:
             found |= {f"{c.name}.{f.name}": ast.dump(f) for f in c.body if isinstance(f, ast.FunctionDef)}
         return {k.split(".")[-1]: v for k, v in found.items() if not k.endswith("forward")}
 
-    mine, theirs = fixed_functions(tree), fixed_functions(ref)
-    out += [f"function {k} differs from streamplan's" for k in mine if theirs.get(k) != mine[k]]
+    mine = fixed_functions(tree)
+    theirs = [fixed_functions(ast.parse(r)) for r in references]
+    out += [
+        f"function {k} differs from streamplan's" for k in mine if all(t.get(k) != mine[k] for t in theirs)
+    ]
     dunders = _dunder_ops()
     for stmt in tree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):

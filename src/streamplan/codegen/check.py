@@ -4,7 +4,7 @@ The text is parsed and every statement is held to what codegen means to write:
 
 * at module level: the docstring, ``import contextlib`` and ``import torch``,
   ``aten = torch.ops.aten``, the data tables (``PREDICTIONS``, ``OUTPUTS``, ``WEIGHTS``,
-  ``CONSTANTS``) made of literals only, streamplan's helper functions exactly as
+  ``RENAMED``, ``CONSTANTS``) made of literals only, streamplan's helper functions exactly as
   ``templates`` writes them, and one class;
 * in the class: a subclass of ``torch.nn.Module`` with a docstring, the methods of
   ``templates`` exactly, and ``forward``;
@@ -28,7 +28,7 @@ import streamplan.codegen.templates as templates
 from streamplan.frontends.argcodec import TORCH_CONSTANTS
 from streamplan.ir.opname import split_op
 
-DATA_TABLES = frozenset({"PREDICTIONS", "OUTPUTS", "WEIGHTS", "CONSTANTS"})
+DATA_TABLES = frozenset({"PREDICTIONS", "OUTPUTS", "WEIGHTS", "RENAMED", "CONSTANTS"})
 HELPER_CALLS = frozenset({"_on", "_event", "_wait", "_hand_over", "_join", "_weights", "_fold_batch_norm"})
 MODULE_NAMES = HELPER_CALLS | {"torch", "aten", "self"}
 TORCH_VALUES = frozenset().union(*TORCH_CONSTANTS.values())
@@ -45,8 +45,8 @@ def _fixed() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
     }
     variants = [
         *(templates.init(constants_embedded=c) for c in (False, True)),
-        *(templates.load_weights(optimizer_state=o) for o in (False, True)),
-        templates.LOAD_OPTIMIZER_STATE,
+        *(templates.load_weights(optimizer_state=o, renamed=r) for o in (False, True) for r in (False, True)),
+        *(templates.load_optimizer_state(renamed=r) for r in (False, True)),
         templates.FORK,
     ]
     methods: dict[str, set[str]] = {}

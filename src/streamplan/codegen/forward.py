@@ -68,6 +68,7 @@ def class_stmt(
     doc: str,
     *,
     constants_embedded: bool,
+    renamed: bool = False,
     step: TrainingStep | None = None,
 ) -> Stmt:
     """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``
@@ -76,10 +77,10 @@ def class_stmt(
     body: list[Stmt | Fixed] = [
         Stmt(ast.Expr(ast.Constant(doc))),
         Fixed(templates.init(constants_embedded=constants_embedded), before=("",)),
-        Fixed(templates.load_weights(optimizer_state=state), before=("",)),
+        Fixed(templates.load_weights(optimizer_state=state, renamed=renamed), before=("",)),
     ]
     if state:
-        body.append(Fixed(templates.LOAD_OPTIMIZER_STATE, before=("",)))
+        body.append(Fixed(templates.load_optimizer_state(renamed=renamed), before=("",)))
     body.append(Fixed(templates.FORK, before=("",)))
     body.append(_forward(graph, plan, names, keys, step))
     node = ast.ClassDef(

@@ -43,7 +43,7 @@ MIB = 1 << 20
 # names of the generated code that values must not take
 RESERVED = {
     "torch", "aten", "contextlib", "self", "w", "device", "caller", "_r", "WEIGHTS", "CONSTANTS", "PREDICTIONS",
-    "OUTPUTS", *FOLDED.values(),
+    "OUTPUTS", "RENAMED", *FOLDED.values(),
 }  # fmt: skip
 # where a training step's optimizer state lives among the module's tensors
 STATE_PREFIX = "optimizer_state"
@@ -173,7 +173,7 @@ def _generate(
         block.append(
             _assign("OUTPUTS", outputs, before=("", "what forward returns, in order"), exploded=True)
         )
-    rows = [_weight_row(graph, v, key, step) for v, key in weights]
+    rows = [_weight_row(graph, v, key, step) for v, key, _ in weights]
     block.append(
         _assign(
             "WEIGHTS",
@@ -185,6 +185,11 @@ def _generate(
             exploded=True,
         )
     )
+    renamed = {name: key for _, key, name in weights if name != key}
+    if renamed:
+        why = "state_dict names kept under another name (not a name a module's child may have)"
+        table = _dict({name: ast.Constant(key) for name, key in renamed.items()})
+        block.append(_assign("RENAMED", table, before=("", why), exploded=True))
     constants = _constants(graph, weights)
     if constants:
         block.append(_assign("CONSTANTS", _dict(constants), before=("",), exploded=True))
@@ -197,7 +202,16 @@ def _generate(
         if len(doc) + 10 > ps.LINE_LENGTH:
             doc = f"One training step in the launch order of its {ps.plain(schedule.policy)} schedule."
     cls_stmt = class_stmt(
-        graph, schedule, plan, names, dict(weights), cls, doc, constants_embedded=bool(constants), step=step
+        graph,
+        schedule,
+        plan,
+        names,
+        {v: key for v, key, _ in weights},
+        cls,
+        doc,
+        constants_embedded=bool(constants),
+        renamed=bool(renamed),
+        step=step,
     )
     block.append(Stmt(cls_stmt.node, before=("", ""), body=cls_stmt.body))
     source, parsed = write_module(block)
@@ -337,9 +351,11 @@ def _kind(v: str, step: TrainingStep | None, graph: Graph) -> str:
     return "state" if step is not None and v in step.optimizer_state else graph.values[v].kind
 
 
-def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[str, str]]:
-    """(value id, module path) of every param/buffer/constant the graph reads, in graph order;
-    a training step's optimizer state goes under ``optimizer_state.<parameter>.<slot>``."""
+def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[str, str, str]]:
+    """(value id, module path, state_dict name) of every param/buffer/constant the graph reads, in
+    graph order; a training step's optimizer state goes under ``optimizer_state.<parameter>.<slot>``.
+    The module path is the name unless that cannot name a child module or tensor (an empty part,
+    one starting with an underscore, an attribute of ``nn.Module``, or a name already taken)."""
     used: dict[str, None] = {}
     for n in graph.nodes:
         for v in n.inputs:
@@ -355,13 +371,14 @@ def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[
     for v in sorted(used, key=lambda v: (rank.get(v, len(rank)), v)):
         if v in state:
             param, slot = state[v]
-            key = _module_path(f"{STATE_PREFIX}.{graph.param_names.get(param, param)}.{slot}")
+            name = f"{STATE_PREFIX}.{graph.param_names.get(param, param)}.{slot}"
         else:
-            key = _module_path(graph.param_names.get(v, v))
+            name = graph.param_names.get(v, v)
+        key = _module_path(name)
         while key in taken or any(t.startswith(key + ".") or key.startswith(t + ".") for t in taken):
             key += "_"
         taken.add(key)
-        out.append((v, key))
+        out.append((v, key, name))
     return out
 
 
@@ -370,13 +387,13 @@ def _module_path(key: str) -> str:
     return ".".join(parts)
 
 
-def _constants(graph: Graph, weights: list[tuple[str, str]]) -> list[tuple[str, ast.expr]]:
+def _constants(graph: Graph, weights: list[tuple[str, str, str]]) -> list[tuple[str, ast.expr]]:
     """The embedded data of small constants (numbers, or nested lists of them) by module path."""
     known = graph.meta.get("constant_values", {}) or {}
     if not isinstance(known, Mapping):
         raise GraphError("meta.constant_values is not a mapping of value ids to data", where=graph.name)
     out = []
-    for v, key in weights:
+    for v, key, _ in weights:
         if graph.values[v].kind == "constant" and v in known:
             with reading(graph, f"value {v!r:.60}", "constant_values"):
                 out.append((key, literal(_numbers(known[v]))))

@@ -104,8 +104,9 @@ def init(*, constants_embedded: bool) -> str:
     )
 
 
-def load_weights(*, optimizer_state: bool) -> str:
-    """``load_weights``; with optimizer state, a missing state is allowed (it may start at zero)."""
+def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
+    """``load_weights``; with optimizer state, a missing state is allowed (it may start at zero);
+    with ``RENAMED``, the names it holds are translated first."""
     state = (
         "    # optimizer state may start at zero: torch.optim's state before a first step\n"
         '    missing = [k for k in missing if not k.startswith("optimizer_state.")]\n'
@@ -117,26 +118,32 @@ def load_weights(*, optimizer_state: bool) -> str:
         '    """Copy the weights the graph reads from the model (or a state_dict)."""\n'
         "    if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too\n"
         "        model = {**dict(model.named_buffers()), **model.state_dict()}\n"
-        "    missing = self.tensors.load_state_dict(model, strict=False).missing_keys\n"
+        + ("    model = {RENAMED.get(k, k): v for k, v in model.items()}\n" if renamed else "")
+        + "    missing = self.tensors.load_state_dict(model, strict=False).missing_keys\n"
         + state
         + "    if missing:\n"
         '        raise KeyError(f"state_dict lacks {len(missing)} weights: {missing[0]}...")\n'
     )
 
 
-LOAD_OPTIMIZER_STATE = '''
-def load_optimizer_state(
-    self, optimizer: torch.optim.Optimizer, model: torch.nn.Module
-) -> None:
-    """Copy torch.optim's state of the model's parameters (momentum, moments)."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    state = {}
-    for param, slots in optimizer.state.items():
-        for slot, tensor in slots.items():
-            if slot != "step" and id(param) in names:
-                state[f"optimizer_state.{names[id(param)]}.{slot}"] = tensor
-    self.tensors.load_state_dict(state, strict=False)
-'''
+def load_optimizer_state(*, renamed: bool = False) -> str:
+    """``load_optimizer_state``; with ``RENAMED``, the names it holds are translated first."""
+    load = (
+        "    state = {RENAMED.get(k, k): v for k, v in state.items()}\n" if renamed else ""
+    ) + "    self.tensors.load_state_dict(state, strict=False)\n"
+    return (
+        "def load_optimizer_state(\n"
+        "    self, optimizer: torch.optim.Optimizer, model: torch.nn.Module\n"
+        ") -> None:\n"
+        '    """Copy torch.optim\'s state of the model\'s parameters (momentum, moments)."""\n'
+        "    names = {id(p): n for n, p in model.named_parameters()}\n"
+        "    state = {}\n"
+        "    for param, slots in optimizer.state.items():\n"
+        "        for slot, tensor in slots.items():\n"
+        '            if slot != "step" and id(param) in names:\n'
+        '                state[f"optimizer_state.{names[id(param)]}.{slot}"] = tensor\n' + load
+    )
+
 
 FORK = '''
 def _fork(self, device: torch.device, count: int) -> tuple:

@@ -111,8 +111,9 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
             with _seeded(RANDOM_OP_SEED + int(seed_index)):
                 result = fn(*args, **kwargs)
     except Exception as e:
+        first = str(e).strip().split("\n")[0]  # torch adds the schema and a backtrace below
         raise ExecutionError(
-            f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
+            f"while executing %{node.id} ({node.op}): {type(e).__name__}: {first}",
             hint="the op itself failed; check its inputs' shapes and dtypes",
         ) from e
     return _match_outputs(node, result)
