@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from helpers.cli import assert_user_error, sp  # noqa: E402
 from helpers.models import small_model  # noqa: E402
 from helpers.onnx_models import CNNS, as_exported, exported  # noqa: E402
-from streamplan.errors import ModelSpecError, UnsupportedError  # noqa: E402
+from streamplan.errors import FileFormatError, ModelSpecError, UnsupportedError  # noqa: E402
 from streamplan.memory.host_order import host_order_peak_bytes  # noqa: E402
 from streamplan.models import load_model  # noqa: E402
 from streamplan.runtime import run_and_compare  # noqa: E402
@@ -231,3 +231,21 @@ def test_run_of_a_graph_json_never_opens_the_onnx_file_its_meta_names(tmp_path) 
     assert json.loads(r.stdout)["reference"] != "onnxruntime"
     r = cli("run", onnx_path, "--policy", "asap", "--json")
     assert json.loads(r.stdout)["reference"] == "onnxruntime"
+
+
+def test_external_data_outside_the_models_folder_is_refused(tmp_path) -> None:
+    """An initializer stored as external data is read only from the model's own folder (onnx
+    checks the location; streamplan needs onnx >= 1.16 for it)."""
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 8)
+    (tmp_path / "sub").mkdir()
+    w = numpy_helper.from_array(np.zeros(2, np.float32), "w")
+    w.data_location = TensorProto.EXTERNAL
+    w.ClearField("raw_data")
+    for key, value in (("location", "../secret.bin"), ("length", "8")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    path = _save(tmp_path, [helper.make_node("Add", ["x", "w"], ["y"])], [x],
+                 [helper.make_tensor_value_info("y", 1, None)], [w], name="sub/m.onnx")  # fmt: skip
+    with pytest.raises(FileFormatError, match="outside"):
+        load_model(path)

@@ -318,3 +318,31 @@ def test_terminal_output_shows_names_as_text__cli_hardening() -> None:
             assert "[red]x[/red]" in printed
     finally:
         os.unlink(path)
+
+
+def test_no_file_is_written_where_a_name_points(tmp_path, monkeypatch) -> None:
+    """Output paths come from the command line only: a graph, node or policy name with ``../``
+    never becomes a file (the capture cache names its files by a digest)."""
+    here = tmp_path / "a" / "b"
+    here.mkdir(parents=True)
+    monkeypatch.chdir(here)
+    doc = rename_node({**BASE, "name": "../../escaped"}, NODES[0], "../escaped-node")
+    schedule = {
+        **json.loads(make_schedule(graph_from_dict(doc), "nimble").dumps()),
+        "policy": "../../escaped-p",
+    }
+    (here / "g.json").write_text(json.dumps(doc))
+    (here / "s.json").write_text(json.dumps(schedule))
+    outputs = {"m.py", "r.html", "t.json", "s2.json", "g2.json", "rt.json"}
+    for command in (
+        ("codegen", "g.json", "--policy", "asap", "-o", "m.py"),
+        ("report", "g.json", "--policies", "asap", "--pareto-points", "0", "-o", "r.html"),
+        ("simulate", "g.json", "--schedule", "s.json", "--trace", "t.json"),
+        ("schedule", "g.json", "--policy", "asap", "-o", "s2.json"),
+        ("export", "g.json", "-o", "g2.json"),
+        ("run", "g.json", "--schedule", "s.json", "--trace", "rt.json"),
+    ):
+        r = cli(*command)
+        assert r.returncode == 0, (command, r)
+    written = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()}
+    assert written == {f"a/b/{name}" for name in outputs | {"g.json", "s.json"}}
