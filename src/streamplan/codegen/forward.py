@@ -38,7 +38,6 @@ from streamplan.frontends.argcodec import TORCH_CONSTANTS
 from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 from streamplan.ir.opname import PYTHON_OPS
-from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import TrainingStep
 
 Ref = Callable[[str], ast.expr]  # a value id -> the expression that reads it in forward
@@ -60,7 +59,6 @@ def reading(graph: Graph, subject: str, field: str) -> Iterator[None]:
 
 def class_stmt(
     graph: Graph,
-    schedule: StreamSchedule,
     plan: LaunchPlan,
     names: ps.Namer,
     keys: dict[str, str],
@@ -86,7 +84,7 @@ def class_stmt(
     node = ast.ClassDef(
         name=cls, bases=[attr("torch", "nn", "Module")], keywords=[], body=[], decorator_list=[]
     )
-    return Stmt(node, body=tuple(body))
+    return Stmt(node, before=("", ""), body=tuple(body))
 
 
 def _forward(

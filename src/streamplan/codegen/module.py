@@ -203,7 +203,6 @@ def _generate(
             doc = f"One training step in the launch order of its {ps.plain(schedule.policy)} schedule."
     cls_stmt = class_stmt(
         graph,
-        schedule,
         plan,
         names,
         {v: key for v, key, _ in weights},
@@ -213,7 +212,7 @@ def _generate(
         renamed=bool(renamed),
         step=step,
     )
-    block.append(Stmt(cls_stmt.node, before=("", ""), body=cls_stmt.body))
+    block.append(cls_stmt)
     source, parsed = write_module(block)
     problems = module_problems(parsed)
     if problems:  # the builders above refuse what cannot be written: this is a bug
