@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from helpers.cli import assert_user_error, sp  # noqa: E402
 from helpers.models import small_model  # noqa: E402
 from helpers.onnx_models import CNNS, as_exported, exported  # noqa: E402
-from streamplan.errors import ModelSpecError, UnsupportedError  # noqa: E402
+from streamplan.errors import FileFormatError, ModelSpecError, UnsupportedError  # noqa: E402
 from streamplan.memory.host_order import host_order_peak_bytes  # noqa: E402
 from streamplan.models import load_model  # noqa: E402
 from streamplan.runtime import run_and_compare  # noqa: E402
@@ -158,3 +158,94 @@ def test_cli_on_an_onnx_model(tmp_path) -> None:
     r = sp("show", str(path), "--batch", "3")
     assert r.returncode == 0 and "144.0 KiB" in r.stdout, r.stdout  # inputs: 3 x 3 x 64 x 64 float32
     assert_user_error(sp("show", str(tmp_path / "nothing.onnx")), "does not exist")
+
+
+# -- a model file is data: attributes of the wrong kind are problems, not crashes --------------
+
+
+def _one_op(tmp_path, name: str, node, shape=(1, 3, 8, 8), initializers=()) -> str:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    return _save(tmp_path, [node], [x], [y], initializers, name=f"{name}.onnx")
+
+
+W = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+MALFORMED = {
+    "conv_group_is_code": (
+        helper.make_node("Conv", ["x", "w"], ["y"], name="c1", group="__import__('os')"),
+        [W],
+    ),
+    "conv_pads_is_text": (helper.make_node("Conv", ["x", "w"], ["y"], name="c1", pads="1111"), [W]),
+    "gelu_mode_is_code": (
+        helper.make_node("Gelu", ["x"], ["y"], name="c1", approximate='tanh"); import os #'),
+        [],
+    ),
+    "gelu_mode_not_utf8": (helper.make_node("Gelu", ["x"], ["y"], name="c1", approximate=b"\xff\xfe"), []),
+    "cast_to_is_text": (helper.make_node("Cast", ["x"], ["y"], name="c1", to="float"), []),
+    "cast_to_is_huge": (helper.make_node("Cast", ["x"], ["y"], name="c1", to=10**12), []),
+    "softmax_axis_is_a_graph": (
+        helper.make_node("Softmax", ["x"], ["y"], name="c1", axis=helper.make_graph([], "g", [], [])),
+        [],
+    ),
+    "transpose_perm_out_of_range": (
+        helper.make_node("Transpose", ["x"], ["y"], name="c1", perm=[5, 9, 0, 1]),
+        [],
+    ),
+    "constant_without_value": (helper.make_node("Constant", [], ["y"], name="c1"), []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_attribute_is_a_problem_named_with_its_node(tmp_path, case: str) -> None:
+    node, inits = MALFORMED[case]
+    path = _one_op(tmp_path, case, node, initializers=inits)
+    with pytest.raises(UnsupportedError, match=r"\(at c1\)"):
+        load_model(path)
+
+
+def test_a_malformed_model_is_one_message_in_the_cli(tmp_path, caplog) -> None:
+    from helpers.cli import cli
+
+    node, inits = MALFORMED["gelu_mode_is_code"]
+    r = cli("show", _one_op(tmp_path, "gelu", node, initializers=inits))
+    assert_user_error(r, "Gelu", "(at c1)")
+    # torch's fake tensors log a failed op with its traceback (on the terminal, outside pytest)
+    assert not [rec for rec in caplog.records if rec.name.startswith("torch._subclasses")]
+
+
+def test_run_of_a_graph_json_never_opens_the_onnx_file_its_meta_names(tmp_path) -> None:
+    """An exported ONNX graph's JSON records the .onnx path it came from; a shared file could point
+    it anywhere. Only a .onnx named on the command line is opened (its weights, onnxruntime)."""
+    import json
+
+    from helpers.cli import cli
+
+    onnx_path = _views_model(tmp_path)
+    r = cli("export", onnx_path, "-o", tmp_path / "g.json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "g.json").read_text())
+    doc["meta"]["onnx_path"] = str(tmp_path / "elsewhere.onnx")  # missing: opening it would fail the run
+    (tmp_path / "g.json").write_text(json.dumps(doc))
+    r = cli("run", tmp_path / "g.json", "--policy", "asap", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["reference"] != "onnxruntime"
+    r = cli("run", onnx_path, "--policy", "asap", "--json")
+    assert json.loads(r.stdout)["reference"] == "onnxruntime"
+
+
+def test_external_data_outside_the_models_folder_is_refused(tmp_path) -> None:
+    """An initializer stored as external data is read only from the model's own folder (onnx
+    checks the location; streamplan needs onnx >= 1.16 for it)."""
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 8)
+    (tmp_path / "sub").mkdir()
+    w = numpy_helper.from_array(np.zeros(2, np.float32), "w")
+    w.data_location = TensorProto.EXTERNAL
+    w.ClearField("raw_data")
+    for key, value in (("location", "../secret.bin"), ("length", "8")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    path = _save(tmp_path, [helper.make_node("Add", ["x", "w"], ["y"])], [x],
+                 [helper.make_tensor_value_info("y", 1, None)], [w], name="sub/m.onnx")  # fmt: skip
+    with pytest.raises(FileFormatError, match="outside"):
+        load_model(path)

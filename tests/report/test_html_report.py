@@ -197,3 +197,45 @@ def test_cli_training_report_with_fusion(tmp_path) -> None:
     assert all("memory_breakdown" in p["row"] for p in result["policies"])
     text = out.read_text()
     assert 'id="pareto"' in text and 'id="memory-roles"' in text and "Fusion <b>stream-aware" in text
+
+
+def test_names_from_the_graph_are_shown_as_text_in_a_real_browser(tmp_path) -> None:
+    """Node ids and the graph's name are the file's data: no tag or script of theirs reaches the
+    page, and a hovered op shows its id as it is written (plotly reads labels as HTML)."""
+    import json
+
+    from helpers.hostile import PAYLOADS, rename_node
+    from streamplan.ir.serialize import dumps, graph_from_dict
+
+    doc = json.loads(dumps(load_model("seed-example2")))
+    hostile = [p for p in PAYLOADS if "<" in p] + ["it's & <ok>"]
+    for old, new in zip(["a", "b", "c", "d", "f"], hostile, strict=False):
+        doc = rename_node(doc, old, new)
+    doc["name"] = "<script>window.PWNED=4</script>"
+    graph = graph_from_dict(doc)
+    page_text = render_html(report_model(graph, ["sequential"], CTX, pareto_points=0))
+    with browser_or_skip() as browser:
+        path = tmp_path / "report.html"
+        path.write_text(page_text)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: errors.append(r.url) if not r.url.startswith("file:") else None)
+        page.goto(path.as_uri())
+        page.wait_for_selector("#timeline-sequential .main-svg", timeout=60_000)
+        bars = page.locator("#timeline-sequential .barlayer .point path")
+        shown = []
+        for i in range(bars.count()):
+            page.mouse.move(0, 0)
+            page.wait_for_selector(".hoverlayer .hovertext", state="detached", timeout=10_000)
+            bars.nth(i).hover(force=True)
+            page.wait_for_selector(".hoverlayer .hovertext", timeout=10_000)
+            tip = page.locator(".hoverlayer .hovertext").first
+            shown.append(tip.text_content())
+            assert tip.locator("a, img, script, tspan[style*='font-size']").count() == 0
+        for name in hostile:
+            assert any(t.startswith(name + " ") for t in shown), (name, shown)
+        assert page.evaluate("() => window.PWNED") is None
+        assert page.evaluate("() => document.querySelectorAll('body img, body a, body iframe').length") == 0
+        assert page.title() == "streamplan: <script>window.PWNED=4</script>"
+        assert errors == [], errors

@@ -86,6 +86,10 @@ def test_a_yaml_sweep_file_reads_like_toml(tmp_path):
         ('speeds = ["x"]', "unknown sweep axis"),
         ('models = ["a"]\n[settings]\nfast = true', "unknown sweep setting 'fast'"),
         ('models = ["a"]\n[settings]\nmemory = "yes"', "must be true or false"),
+        ('models = ["a"]\n[settings]\ntime_limit_s = nan', "'time_limit_s' must be a number > 0"),
+        ('models = ["a"]\n[settings]\ntime_limit_s = inf', "'time_limit_s' must be a number > 0"),
+        ('models = ["a"]\n"../../x" = [1]', "unknown sweep axis '../../x'"),
+        ('models = "a"\n[settings]\nseed = "__import__(\'os\')"', "'seed' must be an integer"),
     ],
 )
 def test_bad_sweep_files_are_user_errors(tmp_path, text, fragment):

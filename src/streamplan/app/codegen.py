@@ -7,6 +7,7 @@ from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.codegen import Predictions, default_class_name, generate_module
+from streamplan.errors import UnsupportedError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators import replay
@@ -74,11 +75,29 @@ def codegen_run(
     A fused run is written over its kernels, each as its parts' ATen calls in order.
     """
     graph = run.scheduled_graph(graph)
+    check_ops_exist(graph)
     predictions = predict(graph, run, ctx)
     s = run.schedule
     name = class_name or default_class_name(graph, s)
     source = generate_module(graph, s, model=model, predictions=predictions, class_name=name)
     return GeneratedModule(source, name, graph.name, s.policy, s.num_streams, s.num_events, predictions)
+
+
+def check_ops_exist(graph: Graph) -> None:
+    """Refuse a graph with an op this torch does not have (an ``UnsupportedError`` naming the
+    node and the op): the module would fail when it runs, or not import at all."""
+    from streamplan.runtime.interpret import unresolvable_ops  # imports torch: only when writing code
+
+    bad = unresolvable_ops(graph)
+    if bad:
+        node, op = bad[0]
+        more = f" (and {len(bad) - 1} more nodes)" if len(bad) > 1 else ""
+        raise UnsupportedError(
+            f"node {node!r:.60} calls op {op!r:.80}, which torch does not have{more}",
+            where=graph.name,
+            hint="codegen writes calls of torch.ops overloads only; is the graph from a newer torch, "
+            "or does it need a library of custom ops this torch has not loaded?",
+        )
 
 
 def codegen_policy(

@@ -1,155 +1,154 @@
-"""The generated class: its constructor, stream setup and the launch-ordered ``forward``.
+"""The generated class: its constructor, stream setup and the launch-ordered ``forward``, as ``ast``.
 
 ``forward`` groups consecutive launches on one stream under one ``with _on(s):`` block; each
 launch is the waits of its stream, the ``record_stream`` hand-overs, the ATen call, the event
 record (when another op waits for it) and the ``del`` of what became dead (``codegen.plan``).
+
+Everything the graph says reaches the code through ``pyast``: value, event and stream names
+come from the ``Namer``; a keyword argument's name, a literal, a dtype or an op that cannot
+be written raises ``GraphError`` naming the node and the field it was read from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ast
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import streamplan.codegen.pysource as ps
+import streamplan.codegen.templates as templates
 from streamplan.codegen.plan import LaunchPlan, LaunchStep
-from streamplan.errors import UnsupportedError
+from streamplan.codegen.pyast import (
+    MAX_DEPTH,
+    Unwritable,
+    attr,
+    call,
+    keyword_arg,
+    literal,
+    name,
+    op_function,
+    store,
+    subscript,
+    torch_constant,
+)
+from streamplan.codegen.render import Fixed, Stmt
+from streamplan.errors import GraphError, UnsupportedError
+from streamplan.frontends.argcodec import TORCH_CONSTANTS
 from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
-from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.opname import PYTHON_OPS
 from streamplan.ir.training import TrainingStep
 
+Ref = Callable[[str], ast.expr]  # a value id -> the expression that reads it in forward
 
-def class_lines(
+
+@contextlib.contextmanager
+def reading(graph: Graph, subject: str, field: str) -> Iterator[None]:
+    """Turn ``Unwritable`` into a user error naming the node (or value) and the field being written."""
+    try:
+        yield
+    except Unwritable as e:
+        raise GraphError(
+            f"{subject}: {field}: {e}",
+            where=graph.name,
+            hint="codegen writes only identifiers, plain literals and torch's own dtypes and ops; "
+            "was the graph file edited by hand?",
+        ) from None
+
+
+def class_stmt(
     graph: Graph,
-    schedule: StreamSchedule,
     plan: LaunchPlan,
     names: ps.Namer,
     keys: dict[str, str],
     cls: str,
+    doc: str,
     *,
     constants_embedded: bool,
+    renamed: bool = False,
     step: TrainingStep | None = None,
-) -> list[str]:
+) -> Stmt:
     """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``
     (for a training step: the optimizer state too, and ``load_optimizer_state``)."""
-    args = [names(v) for v in graph.inputs]
-    ret = "torch.Tensor" if len(graph.outputs) == 1 else "tuple[torch.Tensor, ...]"
-    params = ", ".join(["self", *(f"{a}: torch.Tensor" for a in args)])
-    doc = f'"""{graph.name} in the launch order of its {schedule.policy} schedule."""'
-    if step is not None:
-        doc = (
-            f'"""One training step of {graph.name} in the launch order of its {schedule.policy} schedule."""'
-        )
-        if len(doc) + 4 > ps.LINE_LENGTH:
-            doc = f'"""One training step in the launch order of its {schedule.policy} schedule."""'
-    lines = [
-        f"class {cls}(torch.nn.Module):",
-        f"    {doc}",
-        "",
-        "    def __init__(self) -> None:",
-        "        super().__init__()",
-        "        # None: use streams when the inputs are on a CUDA device",
-        "        self.use_streams: bool | None = None",
-        "        self._streams: dict[torch.device, tuple[torch.cuda.Stream, ...]] = {}",
-        "        self.tensors = _weights_module(WEIGHTS, "
-        + ("CONSTANTS" if constants_embedded else "{}")
-        + ")",
-        "",
-        "    def load_weights(self, model: torch.nn.Module | dict[str, torch.Tensor]) -> None:",
-        '        """Copy the weights the graph reads from the model (or a state_dict)."""',
-        "        if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too",
-        "            model = {**dict(model.named_buffers()), **model.state_dict()}",
-        "        missing = self.tensors.load_state_dict(model, strict=False).missing_keys",
-        *(
-            [
-                "        # optimizer state may start at zero: torch.optim's state before a first step",
-                '        missing = [k for k in missing if not k.startswith("optimizer_state.")]',
-            ]
-            if step is not None and step.optimizer_state
-            else []
-        ),
-        "        if missing:",
-        '            raise KeyError(f"state_dict lacks {len(missing)} weights: {missing[0]}...")',
-        "",
-        *(_optimizer_state_lines() if step is not None and step.optimizer_state else []),
-        "    def _fork(self, device: torch.device, count: int) -> tuple:",
-        '        """The caller\'s stream and `count` side streams that wait for it (or None)."""',
-        '        use = device.type == "cuda" if self.use_streams is None else self.use_streams',
-        "        if not use:",
-        "            return None, (None,) * count",
-        "        caller = torch.cuda.current_stream()",
-        "        streams = self._streams.get(device)",
-        "        if streams is None:",
-        "            streams = tuple(torch.cuda.Stream() for _ in range(count))",
-        "            self._streams[device] = streams",
-        "        for stream in streams:",
-        "            stream.wait_stream(caller)",
-        "        return caller, streams",
-        "",
-        *(["    @torch.no_grad()  # the step computes its gradients itself"] if step is not None else []),
-        f"    def forward({params}) -> {ret}:"
-        if len(f"    def forward({params}) -> {ret}:") <= ps.LINE_LENGTH
-        else "\n".join(_long_def(args, ret)),
+    state = step is not None and bool(step.optimizer_state)
+    body: list[Stmt | Fixed] = [
+        Stmt(ast.Expr(ast.Constant(doc))),
+        Fixed(templates.init(constants_embedded=constants_embedded), before=("",)),
+        Fixed(templates.load_weights(optimizer_state=state, renamed=renamed), before=("",)),
     ]
-    lines += _forward_body(graph, plan, names, keys, args)
-    return lines
+    if state:
+        body.append(Fixed(templates.load_optimizer_state(renamed=renamed), before=("",)))
+    body.append(Fixed(templates.FORK, before=("",)))
+    body.append(_forward(graph, plan, names, keys, step))
+    node = ast.ClassDef(
+        name=cls, bases=[attr("torch", "nn", "Module")], keywords=[], body=[], decorator_list=[]
+    )
+    return Stmt(node, before=("", ""), body=tuple(body))
 
 
-def _optimizer_state_lines() -> list[str]:
-    return [
-        "    def load_optimizer_state(",
-        "        self, optimizer: torch.optim.Optimizer, model: torch.nn.Module",
-        "    ) -> None:",
-        '        """Copy torch.optim\'s state of the model\'s parameters (momentum, moments)."""',
-        "        names = {id(p): n for n, p in model.named_parameters()}",
-        "        state = {}",
-        "        for param, slots in optimizer.state.items():",
-        "            for slot, tensor in slots.items():",
-        '                if slot != "step" and id(param) in names:',
-        '                    state[f"optimizer_state.{names[id(param)]}.{slot}"] = tensor',
-        "        self.tensors.load_state_dict(state, strict=False)",
-        "",
+def _forward(
+    graph: Graph, plan: LaunchPlan, names: ps.Namer, keys: dict[str, str], step: TrainingStep | None
+) -> Stmt:
+    args = [ast.arg(arg="self")] + [
+        ast.arg(arg=names(v), annotation=attr("torch", "Tensor")) for v in graph.inputs
     ]
+    tensor = attr("torch", "Tensor")
+    ret = (
+        tensor
+        if len(graph.outputs) == 1
+        else subscript(name("tuple"), ast.Tuple([tensor, ast.Constant(...)], ast.Load()))
+    )
+    decorators = [call("torch.no_grad")] if step is not None else []
+    node = ast.FunctionDef(
+        name="forward",
+        args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[],
+        decorator_list=decorators,
+        returns=ret,
+    )
+    comment = "the step computes its gradients itself" if step is not None else None
+    return Stmt(node, before=("",), body=tuple(_forward_body(graph, plan, names, keys)), comment=comment)
 
 
-def _long_def(args: list[str], ret: str) -> list[str]:
-    return [
-        "    def forward(",
-        "        self,",
-        *(f"        {a}: torch.Tensor," for a in args),
-        f"    ) -> {ret}:",
-    ]
-
-
-def _device_expr(graph: Graph, args: list[str], keys: dict[str, str]) -> str:
-    if args:
-        return f"{args[0]}.device"
+def _device_expr(graph: Graph, names: ps.Namer, keys: dict[str, str]) -> ast.expr:
+    if graph.inputs:
+        return attr(name(names(graph.inputs[0])), "device")
     if keys:
-        return f"w[{ps.py_str(next(iter(keys.values())))}].device"
-    return 'torch.device("cpu")'
+        return attr(subscript(name("w"), ast.Constant(next(iter(keys.values())))), "device")
+    return call("torch.device", [ast.Constant("cpu")])
 
 
-def _forward_body(
-    graph: Graph, plan: LaunchPlan, names: ps.Namer, keys: dict[str, str], args: list[str]
-) -> list[str]:
-    body: list[str] = []
-    ind = 2
+def _assign(target: str | ast.expr, value: ast.expr, **layout: Any) -> Stmt:
+    t = store(target) if isinstance(target, str) else target
+    return Stmt(ast.Assign(targets=[t], value=value), **layout)
+
+
+def _expr(value: ast.expr, **layout: Any) -> Stmt:
+    return Stmt(ast.Expr(value), **layout)
+
+
+def _store_tuple(*items: str | ast.expr) -> ast.Tuple:
+    return ast.Tuple([store(i) if isinstance(i, str) else i for i in items], ast.Store())
+
+
+def _forward_body(graph: Graph, plan: LaunchPlan, names: ps.Namer, keys: dict[str, str]) -> list[Stmt]:
+    body: list[Stmt] = []
     if keys:
-        body.append("        w = _weights(self.tensors)")
-    device = _device_expr(graph, args, keys)
-    if any("$device" in str(n.attrs.get("args", "")) + str(n.attrs.get("kwargs", "")) for n in graph.nodes):
-        body.append(f"        device = {device}")
-        device = "device"
+        body.append(_assign("w", call("_weights", [attr("self", "tensors")])))
+    device = _device_expr(graph, names, keys)
+    ops = [p for n in graph.nodes for p in (fused_parts(n) or (n,))]  # a kernel's parts hold the arguments
+    if any(_mentions_device(p.attrs.get("args")) or _mentions_device(p.attrs.get("kwargs")) for p in ops):
+        body.append(_assign("device", device))
+        device = name("device")
     streams = [f"s{s}" for s in plan.streams]
-    unpack = f"({streams[0]},)" if len(streams) == 1 else f"({', '.join(streams)})"
-    body.append(f"        caller, {unpack} = self._fork({device}, {len(streams)})")
+    fork = call(attr("self", "_fork"), [device, ast.Constant(len(streams))])
+    body.append(_assign(_store_tuple("caller", _store_tuple(*streams)), fork))
 
-    def ref(v: str) -> str:
-        if v in FOLDED:
-            return FOLDED[v]
+    def ref(v: str) -> ast.expr:
         if v in keys:
-            return f"w[{ps.py_str(keys[v])}]"
-        return names(v)
+            return subscript(name("w"), ast.Constant(keys[v]))
+        return name(names(v))
 
     i = 0
     steps = plan.steps
@@ -158,68 +157,72 @@ def _forward_body(
         while j < len(steps) and steps[j].stream == steps[i].stream:
             j += 1
         span = f"launch {i}" if j == i + 1 else f"launches {i}-{j - 1}"
-        body.append(f"        # {span} on stream {steps[i].stream}")
-        body.append(f"        with _on(s{steps[i].stream}):")
+        block: list[Stmt] = []
         for step in steps[i:j]:
-            body += _step_lines(graph, graph.node(step.op), step, names, ref, ind + 1)
+            block += _step_stmts(graph, graph.node(step.op), step, names, ref)
+        on = ast.With(items=[ast.withitem(call("_on", [name(f"s{steps[i].stream}")]))], body=[])
+        body.append(Stmt(on, before=(f"{span} on stream {steps[i].stream}",), body=tuple(block)))
         i = j
-    body.append(f"        _join(caller, ({', '.join(streams)}{',' if len(streams) == 1 else ''}))")
+    body.append(_expr(call("_join", [name("caller"), ast.Tuple([name(s) for s in streams], ast.Load())])))
     for v in plan.outputs_to_caller:
-        body.append(f"        _hand_over({ref(v)}, caller)")
-    body += _return_lines([ref(v) for v in graph.outputs], ind)
+        body.append(_expr(call("_hand_over", [ref(v), name("caller")])))
+    outs = [ref(v) for v in graph.outputs]
+    body.append(Stmt(ast.Return(outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Load()))))
     return body
 
 
-def _return_lines(outs: list[str], indent: int) -> list[str]:
-    if len(outs) == 1:
-        return ps.layout(ps.Atom(outs[0]), indent=indent, prefix="return ")
-    return ps.layout(ps.Seq("(", tuple(ps.Atom(o) for o in outs)), indent=indent, prefix="return ")
+def _mentions_device(a: Any) -> bool:
+    if isinstance(a, dict):
+        return "$device" in a or any(_mentions_device(v) for v in a.values())
+    return isinstance(a, list) and any(_mentions_device(v) for v in a)
 
 
-def _step_lines(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref, indent: int) -> list[str]:
-    pad = ps.INDENT * indent
-    lines = [f"{pad}_wait(s{step.stream}, {_event_name(names, u)})" for u in step.waits_for]
-    lines += [f"{pad}_hand_over({ref(x)}, s{step.stream})" for x in step.record_on_stream]
+def _step_stmts(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref: Ref) -> list[Stmt]:
+    stream = name(f"s{step.stream}")
+    out = [_expr(call("_wait", [stream, name(_event_name(names, u))])) for u in step.waits_for]
+    out += [_expr(call("_hand_over", [ref(x), stream])) for x in step.record_on_stream]
     if is_fused(node):
-        lines += _fused_lines(node, step, names, ref, indent)
+        out += _fused_stmts(graph, node, step, names, ref)
     else:
         live = [y for y in node.outputs if y not in step.frees]
-        lines += _bind_lines(node, _call_expr(node, ref), live, names, indent)
+        out += _bind(graph, node, _call_expr(graph, node, ref), live, names)
     if step.records_event:
-        lines.append(f"{pad}{_event_name(names, node.id)} = _event(s{step.stream})")
+        out.append(_assign(_event_name(names, node.id), call("_event", [stream])))
     dead = [names(x) for x in step.frees if x not in node.outputs]  # dead outputs were never bound
     if is_fused(node):  # the values passed between its parts go with the kernel
         dead = [*_fused_locals(node, step, names), *dead]
-    lines += _del_lines(dead, pad)
-    return lines
+    return out + _del(dead, indent=3)
 
 
-def _bind_lines(
-    node: Node, call: ps.Expr, live_outputs: list[str], names: ps.Namer, indent: int
-) -> list[str]:
-    """``call`` as a statement binding the node's ``live_outputs`` (the others are never bound)."""
-    pad = ps.INDENT * indent
-    lines: list[str] = []
+def _bind(graph: Graph, node: Node, value: ast.expr, live_outputs: list[str], names: ps.Namer) -> list[Stmt]:
+    """``value`` as a statement binding the node's ``live_outputs`` (the others are never bound)."""
     if "output_index" in node.attrs:
         index = node.attrs["output_index"]
         index = index if isinstance(index, list) else [index]
-        if live_outputs:
-            lines += ps.statement(call, indent=indent, target="_r")
-            for y, k in zip(node.outputs, index, strict=True):
-                if y in live_outputs:
-                    lines.append(f"{pad}{names(y)} = _r[{k}]")
-            lines.append(f"{pad}del _r")
-        else:
-            lines += ps.statement(call, indent=indent)
-    elif live_outputs:
-        if len(node.outputs) > 1:
-            raise UnsupportedError(
-                f"op {node.op} has {len(node.outputs)} outputs but no output_index", where=node.id
+        if not live_outputs:
+            return [_expr(value)]
+        if len(index) != len(node.outputs) or not all(type(k) is int for k in index):
+            raise GraphError(
+                f"node {node.id!r:.60}: output_index: {index!r:.60} is not one integer per output",
+                where=graph.name,
+                hint="output_index lists the position of each output in the op's result",
             )
-        lines += ps.statement(call, indent=indent, target=names(node.outputs[0]))
-    else:
-        lines += ps.statement(call, indent=indent)
-    return lines
+        out = [_assign("_r", value)]
+        for y, k in zip(node.outputs, index, strict=True):
+            if y in live_outputs:
+                out.append(_assign(names(y), subscript(name("_r"), literal(k))))
+        return out + [Stmt(ast.Delete([_del_target("_r")]))]
+    if not live_outputs:
+        return [_expr(value)]
+    if len(node.outputs) > 1:
+        raise UnsupportedError(
+            f"op {node.op} has {len(node.outputs)} outputs but no output_index", where=node.id
+        )
+    return [_assign(names(node.outputs[0]), value)]
+
+
+def _del_target(text: str) -> ast.Name:
+    return ast.Name(id=name(text).id, ctx=ast.Del())
 
 
 def _part_live(node: Node, step: LaunchStep) -> dict[str, set[str]]:
@@ -248,58 +251,68 @@ def _fused_locals(node: Node, step: LaunchStep, names: ps.Namer) -> list[str]:
     return [names(y) for y in dict.fromkeys(bound)]
 
 
-def _fused_lines(node: Node, step: LaunchStep, names: ps.Namer, ref, indent: int) -> list[str]:
+def _fused_stmts(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref: Ref) -> list[Stmt]:
     """A fused kernel as its parts' calls in order; a folded batch-norm is not run: the
     convolution is called with the folded weight and bias instead (as the runtime does)."""
     parts = fused_parts(node)
     fold = folded_pair(node)
     by_id = {p.id: p for p in parts}
     live = _part_live(node, step)
-    comment = f"{ps.INDENT * indent}# fused kernel {node.id}: {len(parts)} ops"
-    if len(comment) > ps.LINE_LENGTH:  # a long chain of ops names the kernel
-        comment = f"{ps.INDENT * indent}# fused kernel of {len(parts)} ops"
-    lines: list[str] = [comment]
+    label = f"fused kernel {ps.plain(node.id)}: {len(parts)} ops"
+    if len(ps.INDENT * 3 + "# " + label) > ps.LINE_LENGTH:  # a long chain of ops names the kernel
+        label = f"fused kernel of {len(parts)} ops"
+    out: list[Stmt] = []
     for p in parts:
         if fold is not None and p.id == fold[1]:
             continue  # the convolution already gives the normalised result
         if fold is not None and p.id == fold[0]:
             bn = by_id[fold[1]]
-            lines += _fold_lines(p, bn, ref, indent)
-            conv = _folded_conv(p)
+            out.append(_fold_stmt(graph, p, bn, ref))
             target = Node(p.id, p.op, p.inputs, bn.outputs[:1], {})
-            lines += _bind_lines(target, _call_expr(conv, ref), sorted(live[p.id]), names, indent)
-            lines.append(f"{ps.INDENT * indent}del _folded_weight, _folded_bias")
+            folded_ref = lambda v: name(FOLDED[v]) if v in FOLDED else ref(v)  # noqa: E731
+            conv = _call_expr(graph, _folded_conv(p), folded_ref)
+            out += _bind(graph, target, conv, sorted(live[p.id]), names)
+            out.append(Stmt(ast.Delete([_del_target("_folded_weight"), _del_target("_folded_bias")])))
         else:
-            lines += _bind_lines(p, _call_expr(p, ref), sorted(live[p.id]), names, indent)
-    return lines
+            out += _bind(graph, p, _call_expr(graph, p, ref), sorted(live[p.id]), names)
+    first = out[0]
+    out[0] = Stmt(first.node, before=(label, *first.before), body=first.body, comment=first.comment)
+    return out
 
 
 _BN_ARGS = ("input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
 
 
-def _fold_lines(conv: Node, bn: Node, ref, indent: int) -> list[str]:
+def _fold_stmt(graph: Graph, conv: Node, bn: Node, ref: Ref) -> Stmt:
     """``_folded_weight, _folded_bias = _fold_batch_norm(...)``: ``w * g / sqrt(v + eps)`` and its bias."""
     bound = dict(zip(_BN_ARGS[1:], list(bn.attrs.get("args", []))[1:], strict=False))
     bound.update(bn.attrs.get("kwargs", {}))
     args = list(conv.attrs.get("args", []))
     conv_bias = conv.attrs.get("kwargs", {}).get("bias", args[2] if len(args) > 2 else None)
-
-    def arg(a: Any) -> ps.Expr:
-        return _arg_expr(a, ref, bn)
-
-    call = ps.Call(
-        "_fold_batch_norm",
-        (
-            arg(args[1]),
-            arg(conv_bias),
-            arg(bound["running_mean"]),
-            arg(bound["running_var"]),
-            arg(bound.get("weight")),
-            arg(bound.get("bias")),
-            ps.literal(float(bound.get("eps", 1e-5))),
-        ),
-    )
-    return ps.statement(call, indent=indent, target="_folded_weight, _folded_bias")
+    eps = bound.get("eps", 1e-5)
+    with reading(graph, f"node {bn.id!r:.60}", "args"):
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+            raise Unwritable(f"eps {eps!r:.40} is not a number")
+        if len(args) < 2 or "running_mean" not in bound or "running_var" not in bound:
+            raise Unwritable("a folded convolution and batch norm need their weights and statistics")
+        tensors = (
+            args[1],
+            conv_bias,
+            bound["running_mean"],
+            bound["running_var"],
+            bound.get("weight"),
+            bound.get("bias"),
+        )
+        fold = call(
+            "_fold_batch_norm",
+            [
+                _arg_expr(args[1], ref, conv),
+                _arg_expr(conv_bias, ref, conv),
+                *(_arg_expr(t, ref, bn) for t in tensors[2:]),
+                literal(float(eps)),
+            ],
+        )
+    return _assign(_store_tuple("_folded_weight", "_folded_bias"), fold)
 
 
 def _folded_conv(conv: Node) -> Node:
@@ -313,151 +326,67 @@ def _folded_conv(conv: Node) -> Node:
         new_args[2] = {"$v": "\0folded bias"}
     else:  # conv2d(input, weight) with the defaults after it
         new_args.append({"$v": "\0folded bias"})
-    return Node(
-        conv.id, conv.op, conv.inputs, conv.outputs, {**conv.attrs, "args": new_args, "kwargs": kwargs}
-    )
+    inputs = (*conv.inputs, *FOLDED)  # what its arguments may read
+    return Node(conv.id, conv.op, inputs, conv.outputs, {**conv.attrs, "args": new_args, "kwargs": kwargs})
 
 
 # what a folded convolution reads instead of its weight and bias (names no value takes)
 FOLDED = {"\0folded weight": "_folded_weight", "\0folded bias": "_folded_bias"}
-FOLD_HELPER = '''
-def _fold_batch_norm(
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    mean: torch.Tensor,
-    var: torch.Tensor,
-    gamma: torch.Tensor | None,
-    beta: torch.Tensor | None,
-    eps: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """A convolution's weight and bias with the batch-norm after it folded in."""
-    scale = torch.rsqrt(var + eps)
-    if gamma is not None:
-        scale = scale * gamma
-    shift = -mean * scale
-    if beta is not None:
-        shift = shift + beta
-    folded = weight * scale.reshape(-1, *([1] * (weight.dim() - 1)))
-    return folded, shift if bias is None else bias * scale + shift
-'''
 
 
 def _event_name(names: ps.Namer, op: str) -> str:
     return names("\0event " + op, base=f"event_{op}")
 
 
-def _del_lines(dead: Sequence[str], pad: str) -> list[str]:
-    lines: list[str] = []
-    current: list[str] = []
-    for name in dead:
-        if current and len(f"{pad}del {', '.join([*current, name])}") > ps.LINE_LENGTH:
-            lines.append(f"{pad}del {', '.join(current)}")
-            current = []
-        current.append(name)
-    if current:
-        lines.append(f"{pad}del {', '.join(current)}")
-    return lines
+def _del(dead: Sequence[str], *, indent: int) -> list[Stmt]:
+    """``del`` statements for ``dead``, as many names on each as fit on a line."""
+    groups: list[list[str]] = []
+    pad = ps.INDENT * indent
+    for n in dead:
+        if groups and len(f"{pad}del {', '.join([*groups[-1], n])}") <= ps.LINE_LENGTH:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return [Stmt(ast.Delete([_del_target(n) for n in g])) for g in groups]
 
 
-def _call_expr(node: Node, ref) -> ps.Expr:
-    args = [_arg_expr(a, ref, node) for a in node.attrs.get("args", [])]
-    kwargs = [ps.Keyword(k, _arg_expr(v, ref, node)) for k, v in node.attrs.get("kwargs", {}).items()]
-    if node.op in ("getitem", "operator.getitem", "_operator.getitem"):
-        if len(args) != 2 or kwargs:
+def _call_expr(graph: Graph, node: Node, ref: Ref) -> ast.expr:
+    with reading(graph, f"node {node.id!r:.60}", "args"):
+        args = node.attrs.get("args", [])
+        if not isinstance(args, list):
+            raise Unwritable(f"{args!r:.40} is not a list of arguments")
+        args = [_arg_expr(a, ref, node) for a in args]
+    with reading(graph, f"node {node.id!r:.60}", "kwargs"):
+        kwargs = node.attrs.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise Unwritable(f"{kwargs!r:.40} is not a mapping of names to arguments")
+        keywords = [keyword_arg(k, _arg_expr(v, ref, node)) for k, v in kwargs.items()]
+    if node.op in PYTHON_OPS:
+        if len(args) != 2 or keywords:
             raise UnsupportedError(f"getitem with {len(args)} arguments", where=node.id)
-        return ps.Atom(f"{ps.flat(args[0])}[{ps.flat(args[1])}]")
-    parts = node.op.split(".")
-    if len(parts) == 2:
-        parts.append("default")
-    if len(parts) != 3:
-        raise UnsupportedError(f"cannot write op {node.op!r} as a torch call", where=node.id)
-    func = ("aten." if parts[0] == "aten" else f"torch.ops.{parts[0]}.") + ".".join(parts[1:])
-    return ps.Call(func, tuple(args) + tuple(kwargs))
+        return subscript(args[0], args[1])
+    with reading(graph, f"node {node.id!r:.60}", "op"):
+        return call(op_function(node.op), args, keywords)
 
 
-def _arg_expr(a: Any, ref, node: Node) -> ps.Expr:
+def _arg_expr(a: Any, ref: Ref, node: Node, depth: int = 0) -> ast.expr:
+    """One encoded argument (``frontends.argcodec``) as an expression; a tensor must be one of
+    the node's inputs (what the schedule made sure is computed and not yet freed)."""
     if isinstance(a, list):
-        return ps.Seq("[", tuple(_arg_expr(x, ref, node) for x in a))
+        if depth > MAX_DEPTH:
+            raise Unwritable(f"arguments nested more than {MAX_DEPTH} levels deep")
+        return ast.List([_arg_expr(x, ref, node, depth + 1) for x in a], ast.Load())
     if isinstance(a, dict):
         if "$v" in a:
-            return ps.Atom(ref(a["$v"]))
-        if "$dtype" in a:
-            return ps.Atom(f"torch.{a['$dtype']}")
+            if not isinstance(a["$v"], str) or a["$v"] not in node.inputs:
+                raise Unwritable(f"the tensor {a['$v']!r:.40} is not an input of the node")
+            return ref(a["$v"])
+        for tag in TORCH_CONSTANTS:
+            if tag in a:
+                return torch_constant(tag, a[tag])
         if "$device" in a:
-            return ps.Atom("device")
-        if "$layout" in a:
-            return ps.Atom(f"torch.{a['$layout']}")
-        if "$memory_format" in a:
-            return ps.Atom(f"torch.{a['$memory_format']}")
+            return name("device")
         raise UnsupportedError(
             f"op {node.op} takes a mapping argument, which cannot be written", where=node.id
         )
-    try:
-        return ps.literal(a)
-    except TypeError:
-        raise UnsupportedError(
-            f"op {node.op} takes an argument of type {type(a).__name__}", where=node.id
-        ) from None
-
-
-HELPERS = '''
-def _weights_module(table: tuple, constants: dict) -> torch.nn.Module:
-    """Each weight under its state_dict name, in modules nested as in the model."""
-    root = torch.nn.Module()
-    for key, shape, dtype, kind in table:
-        *path, name = key.split(".")
-        owner = root
-        for part in path:
-            if part not in owner._modules:
-                owner.add_module(part, torch.nn.Module())
-            owner = owner._modules[part]
-        tensor = torch.zeros(shape, dtype=getattr(torch, dtype))
-        if key in constants:
-            tensor = torch.tensor(constants[key], dtype=tensor.dtype).reshape(shape)
-        if kind == "param":
-            owner.register_parameter(name, torch.nn.Parameter(tensor))
-        else:
-            owner.register_buffer(name, tensor, persistent=key not in constants)
-    return root
-
-
-def _weights(tensors: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every weight by its state_dict name."""
-    found = dict(tensors.named_parameters())
-    found.update(tensors.named_buffers())
-    return found
-
-
-def _on(stream: torch.cuda.Stream | None) -> contextlib.AbstractContextManager:
-    """Launch on `stream` inside the block (CPU: in order, on the host)."""
-    return contextlib.nullcontext() if stream is None else torch.cuda.stream(stream)
-
-
-def _event(stream: torch.cuda.Stream | None) -> torch.cuda.Event | None:
-    """An event recorded on `stream` after the work launched on it so far."""
-    if stream is None:
-        return None
-    event = torch.cuda.Event()
-    event.record(stream)
-    return event
-
-
-def _wait(stream: torch.cuda.Stream | None, event: torch.cuda.Event | None) -> None:
-    """Make `stream` wait for `event` before what is launched on it next."""
-    if stream is not None:
-        stream.wait_event(event)
-
-
-def _hand_over(tensor: torch.Tensor, stream: torch.cuda.Stream | None) -> None:
-    """Tell the caching allocator `tensor` is used on `stream`: its block is not reused
-    until that stream's work queued by the time it is freed is done."""
-    if stream is not None:
-        tensor.record_stream(stream)
-
-
-def _join(caller: torch.cuda.Stream | None, streams: tuple) -> None:
-    """Make the caller's stream wait for everything launched on the side streams."""
-    if caller is not None:
-        for stream in streams:
-            caller.wait_stream(stream)
-'''
+    return literal(a)

@@ -11,14 +11,29 @@ weights live in a child module ``tensors`` under their names in the original mod
 
 from __future__ import annotations
 
-import keyword
+import ast
+import contextlib
+import gc
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import streamplan.codegen.pysource as ps
-from streamplan.codegen.forward import FOLD_HELPER, FOLDED, HELPERS, class_lines
+import streamplan.codegen.templates as templates
+from streamplan.codegen.check import module_problems
+from streamplan.codegen.forward import FOLDED, class_stmt, reading
 from streamplan.codegen.plan import launch_plan
-from streamplan.errors import ModelSpecError
+from streamplan.codegen.pyast import (
+    MAX_DEPTH,
+    Unwritable,
+    attr,
+    is_identifier,
+    literal,
+    store,
+    torch_constant,
+)
+from streamplan.codegen.render import Fixed, Stmt, write_module
+from streamplan.errors import GraphError, ModelSpecError
 from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
@@ -28,15 +43,22 @@ MIB = 1 << 20
 # names of the generated code that values must not take
 RESERVED = {
     "torch", "aten", "contextlib", "self", "w", "device", "caller", "_r", "WEIGHTS", "CONSTANTS", "PREDICTIONS",
-    "OUTPUTS", *FOLDED.values(),
+    "OUTPUTS", "RENAMED", *FOLDED.values(),
 }  # fmt: skip
 # where a training step's optimizer state lives among the module's tensors
 STATE_PREFIX = "optimizer_state"
-# attributes every nn.Module has: a weight path may not reuse them
-_MODULE_ATTRS = {
-    "training", "forward", "state_dict", "parameters", "buffers", "modules", "children", "to",
-    "cuda", "cpu", "eval", "train", "type", "float", "double", "half", "apply", "zero_grad",
-}  # fmt: skip
+# the public attributes of torch.nn.Module (a test compares them with torch's): a weight path
+# may not reuse them, or the generated module could not add a child or tensor under that name
+MODULE_ATTRS = frozenset(
+    """T_destination add_module apply bfloat16 buffers call_super_init children compile cpu cuda double
+    dump_patches eval extra_repr float forward get_buffer get_extra_state get_parameter get_submodule
+    half ipu load_state_dict modules mtia named_buffers named_children named_modules named_parameters
+    parameters register_backward_hook register_buffer register_forward_hook register_forward_pre_hook
+    register_full_backward_hook register_full_backward_pre_hook register_load_state_dict_post_hook
+    register_load_state_dict_pre_hook register_module register_parameter register_state_dict_post_hook
+    register_state_dict_pre_hook requires_grad_ set_extra_state set_submodule share_memory state_dict to
+    to_empty train training type xpu zero_grad""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -72,11 +94,11 @@ class Predictions:
 
 
 def default_class_name(graph: Graph, schedule: StreamSchedule) -> str:
+    """The class name made of the graph's name and the policy's (``SeedExample2Asap``)."""
     step = training_step(graph)
-    if step is None:
-        return ps.class_name(graph.name, schedule.policy)
-    words = ("train",) if step.optimizer == "none" else ("train", step.optimizer)
-    return ps.class_name(graph.name, schedule.policy, *words)
+    words = () if step is None else ("train",) if step.optimizer == "none" else ("train", step.optimizer)
+    cls = ps.class_name(graph.name, schedule.policy, *words)
+    return cls if is_identifier(cls) and cls not in RESERVED else cls + "Module"
 
 
 def generate_module(
@@ -94,7 +116,37 @@ def generate_module(
     holds in place, and returns the loss and the gradients (no optimizer) or the updated
     parameters; ``OUTPUTS`` names what it returns. A fused kernel is written as its parts'
     ATen calls in order (a folded batch-norm as the convolution with the folded weight).
+
+    The module is built as an ``ast`` tree (``codegen.render``): names, literals, dtypes and
+    ops are checked as they are made, and what the graph holds that cannot be written raises
+    ``GraphError`` naming the node and the field; ``codegen.check`` then vets the result.
     """
+    with _collector_paused():
+        return _generate(graph, schedule, model, predictions, class_name)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: a module is some 10^5 ``ast`` nodes made and
+    parsed in a process that holds torch's objects, and the collector, started over and over
+    by so many allocations, would walk that whole heap each time (several times the work of
+    writing the module). Nothing made here needs it: the nodes form no reference cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _generate(
+    graph: Graph,
+    schedule: StreamSchedule,
+    model: str | None,
+    predictions: Predictions | None,
+    class_name: str | None,
+) -> str:
     step = training_step(graph)
     plan = launch_plan(graph, schedule)
     names = ps.Namer(RESERVED | {f"s{s}" for s in plan.streams})
@@ -102,53 +154,88 @@ def generate_module(
         names(v)
     weights = _weight_table(graph, step)
     cls = class_name or default_class_name(graph, schedule)
-    if not cls.isidentifier() or keyword.iskeyword(cls) or cls in RESERVED:
+    if not is_identifier(cls) or cls in RESERVED:
         raise ModelSpecError(f"{cls!r} cannot name a Python class", hint="use an identifier, e.g. MyModel")
-    lines = _header(graph, schedule, model, predictions, step)
-    lines += ["", "import contextlib", "", "import torch", ""]
-    if any(n.op.startswith("aten.") for m in graph.nodes for n in (fused_parts(m) or (m,))):
-        lines += ["aten = torch.ops.aten"]
-    if predictions is not None:
-        items = [(ps.Atom(ps.py_str(k)), ps.literal(v)) for k, v in predictions.to_dict().items()]
-        lines += ["", *_dict_display("PREDICTIONS", items)]
-    if step is not None:
-        lines += ["", "# what forward returns, in order"]
-        lines += ps.exploded(
-            "(", [ps.literal(o) for o in _output_names(graph, step)], indent=0, prefix="OUTPUTS = "
-        )
-    lines += [
-        "",
-        "# name in the model's state_dict, shape, dtype, kind (param, buffer, constant or state)",
+    block: list[Stmt | Fixed] = [
+        Stmt(ast.Expr(ast.Constant(_header(graph, schedule, model, predictions, step))))
     ]
-    lines += ps.exploded(
-        "(",
-        [
-            ps.literal((key, graph.values[v].shape, graph.values[v].dtype, _kind(v, step, graph)))
-            for v, key in weights
-        ],
-        indent=0,
-        prefix="WEIGHTS = ",
+    block += [
+        Stmt(ast.Import([ast.alias("contextlib")]), before=("",)),
+        Stmt(ast.Import([ast.alias("torch")]), before=("",)),
+    ]
+    if any(n.op.startswith("aten.") for m in graph.nodes for n in (fused_parts(m) or (m,))):
+        block.append(_assign("aten", attr("torch", "ops", "aten"), before=("",)))
+    if predictions is not None:
+        table = _dict({k: literal(v) for k, v in predictions.to_dict().items()})
+        block.append(_assign("PREDICTIONS", table, before=("",), exploded=True))
+    if step is not None:
+        outputs = ast.Tuple([literal(o) for o in _output_names(graph, step)], ast.Load())
+        block.append(
+            _assign("OUTPUTS", outputs, before=("", "what forward returns, in order"), exploded=True)
+        )
+    rows = [_weight_row(graph, v, key, step) for v, key, _ in weights]
+    block.append(
+        _assign(
+            "WEIGHTS",
+            ast.Tuple(rows, ast.Load()),
+            before=(
+                "",
+                "name in the model's state_dict, shape, dtype, kind (param, buffer, constant or state)",
+            ),
+            exploded=True,
+        )
     )
+    renamed = {name: key for _, key, name in weights if name != key}
+    if renamed:
+        why = "state_dict names kept under another name (not a name a module's child may have)"
+        table = _dict({name: ast.Constant(key) for name, key in renamed.items()})
+        block.append(_assign("RENAMED", table, before=("", why), exploded=True))
     constants = _constants(graph, weights)
     if constants:
-        lines += [
-            "",
-            *_dict_display("CONSTANTS", [(ps.Atom(ps.py_str(k)), ps.literal(c)) for k, c in constants]),
-        ]
-    lines += ["", "", *HELPERS.strip("\n").splitlines(), "", ""]
+        block.append(_assign("CONSTANTS", _dict(constants), before=("",), exploded=True))
+    block.append(Fixed(templates.HELPERS, before=("", "")))
     if any(folded_pair(n) is not None for n in graph.nodes if is_fused(n)):
-        lines += [*FOLD_HELPER.strip("\n").splitlines(), "", ""]
-    lines += class_lines(
-        graph, schedule, plan, names, dict(weights), cls, constants_embedded=bool(constants), step=step
+        block.append(Fixed(templates.FOLD_HELPER, before=("", "")))
+    doc = f"{ps.plain(graph.name)} in the launch order of its {ps.plain(schedule.policy)} schedule."
+    if step is not None:
+        doc = "One training step of " + doc
+        if len(doc) + 10 > ps.LINE_LENGTH:
+            doc = f"One training step in the launch order of its {ps.plain(schedule.policy)} schedule."
+    cls_stmt = class_stmt(
+        graph,
+        plan,
+        names,
+        {v: key for v, key, _ in weights},
+        cls,
+        doc,
+        constants_embedded=bool(constants),
+        renamed=bool(renamed),
+        step=step,
     )
-    return "\n".join(lines) + "\n"
+    block.append(cls_stmt)
+    source, parsed = write_module(block)
+    problems = module_problems(parsed)
+    if problems:  # the builders above refuse what cannot be written: this is a bug
+        raise RuntimeError(f"codegen wrote a module its own check refuses: {problems[0]}")
+    return source
 
 
-def _dict_display(name: str, items: list[tuple[ps.Expr, ps.Expr]]) -> list[str]:
-    lines = [f"{name} = {{"]
-    for k, v in items:
-        lines += ps.layout(v, indent=1, prefix=f"{ps.flat(k)}: ", suffix=",")
-    return lines + ["}"]
+def _assign(target: str, value: ast.expr, **layout: Any) -> Stmt:
+    return Stmt(ast.Assign(targets=[store(target)], value=value), **layout)
+
+
+def _dict(items: dict[str, ast.expr] | list[tuple[str, ast.expr]]) -> ast.Dict:
+    pairs = list(items.items()) if isinstance(items, dict) else items
+    return ast.Dict(keys=[ast.Constant(k) for k, _ in pairs], values=[v for _, v in pairs])
+
+
+def _weight_row(graph: Graph, v: str, key: str, step: TrainingStep | None) -> ast.expr:
+    """``(state_dict name, shape, dtype, kind)`` of one weight; the dtype is one torch has (the
+    module's ``getattr(torch, dtype)`` reads it)."""
+    value = graph.values[v]
+    with reading(graph, f"value {v!r:.60}", "dtype"):
+        torch_constant("$dtype", value.dtype)
+        return literal((key, tuple(value.shape), value.dtype, _kind(v, step, graph)))
 
 
 # -- the header -----------------------------------------------------------------
@@ -164,15 +251,19 @@ def _header(
     model: str | None,
     predictions: Predictions | None,
     step: TrainingStep | None,
-) -> list[str]:
+) -> str:
+    """The module's docstring: what was scheduled and what streamplan predicts. Names from the
+    graph and the schedule are shown with ``plain`` (nothing in them can end the docstring)."""
     waits = schedule.num_waits
     lines = [
-        f'"""{graph.name} under the {schedule.policy} schedule, as plain PyTorch (made by streamplan codegen).',
+        f'"""{ps.plain(graph.name)} under the {ps.plain(schedule.policy)} schedule, as plain PyTorch (made by streamplan codegen).',
         "",
-        f"model: {model or graph.name}; {len(graph.nodes)} ops, inputs "
-        + ", ".join(f"{v} {list(graph.values[v].shape)} {graph.values[v].dtype}" for v in graph.inputs[:4])
+        f"model: {ps.plain(model or graph.name)}; {len(graph.nodes)} ops, inputs "
+        + ", ".join(
+            ps.plain(f"{v} {list(graph.values[v].shape)} {graph.values[v].dtype}") for v in graph.inputs[:4]
+        )
         + (" ..." if len(graph.inputs) > 4 else ""),
-        f"policy: {schedule.policy}; {schedule.num_streams} streams, {schedule.num_events} events, "
+        f"policy: {ps.plain(schedule.policy)}; {schedule.num_streams} streams, {schedule.num_events} events, "
         f"{waits} cross-stream waits",
     ]
     kernels = [n for n in graph.nodes if is_fused(n)]
@@ -182,7 +273,7 @@ def _header(
     if kernels or mode:
         folds = sum(1 for n in kernels if folded_pair(n) is not None)
         lines.append(
-            f"fusion: {mode or 'fused'}; {len(kernels)} kernels, each written as its ops in order"
+            f"fusion: {ps.plain(mode or 'fused')}; {len(kernels)} kernels, each written as its ops in order"
             + (f"; {folds} batch-norms folded" if folds else "")
         )
     if step is not None:
@@ -195,7 +286,7 @@ def _header(
             else f"between {_mib(p.worst_case_lower_bytes)} and {_mib(p.worst_case_upper_bytes)}"
         )
         lines += [
-            f"device profile: {p.device}; predicted makespan {p.makespan_ms:.4f} ms (simulated)",
+            f"device profile: {ps.plain(p.device)}; predicted makespan {p.makespan_ms:.4f} ms (simulated)",
             "predicted activation peaks: host order " + _mib(p.host_order_peak_bytes),
             f"  worst case over all timings {worst}, simulated {_mib(p.simulated_peak_bytes)}",
             f"predicted torch.cuda.max_memory_allocated {_mib(p.max_memory_allocated_bytes)}, "
@@ -222,7 +313,8 @@ def _header(
         '"""',
     ]
     # keep the docstring within the line length: long model names or inputs are cut
-    return [ln if len(ln) <= ps.LINE_LENGTH else ln[: ps.LINE_LENGTH - 3] + "..." for ln in lines]
+    lines = [ln if len(ln) <= ps.LINE_LENGTH else ln[: ps.LINE_LENGTH - 3] + "..." for ln in lines]
+    return "\n".join(ln.rstrip() for ln in lines)[3:-3]  # the text between the quotes
 
 
 # -- weights ----------------------------------------------------------------------
@@ -230,8 +322,8 @@ def _header(
 
 def _training_header(step: TrainingStep) -> list[str]:
     h = step.hyperparameters
-    settings = ", ".join(f"{k}={h[k]:g}" for k in sorted(h) if k != "step")
-    lines = [f"training step: loss {step.loss_fn}; optimizer {step.optimizer}"]
+    settings = ", ".join(f"{ps.plain(k)}={h[k]:g}" for k in sorted(h) if k != "step")
+    lines = [f"training step: loss {ps.plain(step.loss_fn)}; optimizer {ps.plain(step.optimizer)}"]
     if settings:
         lines.append(f"  {settings}")
     if step.optimizer == "adam":
@@ -258,9 +350,11 @@ def _kind(v: str, step: TrainingStep | None, graph: Graph) -> str:
     return "state" if step is not None and v in step.optimizer_state else graph.values[v].kind
 
 
-def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[str, str]]:
-    """(value id, module path) of every param/buffer/constant the graph reads, in graph order;
-    a training step's optimizer state goes under ``optimizer_state.<parameter>.<slot>``."""
+def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[str, str, str]]:
+    """(value id, module path, state_dict name) of every param/buffer/constant the graph reads, in
+    graph order; a training step's optimizer state goes under ``optimizer_state.<parameter>.<slot>``.
+    The module path is the name unless that cannot name a child module or tensor (an empty part,
+    one starting with an underscore, an attribute of ``nn.Module``, or a name already taken)."""
     used: dict[str, None] = {}
     for n in graph.nodes:
         for v in n.inputs:
@@ -276,21 +370,38 @@ def _weight_table(graph: Graph, step: TrainingStep | None = None) -> list[tuple[
     for v in sorted(used, key=lambda v: (rank.get(v, len(rank)), v)):
         if v in state:
             param, slot = state[v]
-            key = _module_path(f"{STATE_PREFIX}.{graph.param_names.get(param, param)}.{slot}")
+            name = f"{STATE_PREFIX}.{graph.param_names.get(param, param)}.{slot}"
         else:
-            key = _module_path(graph.param_names.get(v, v))
+            name = graph.param_names.get(v, v)
+        key = _module_path(name)
         while key in taken or any(t.startswith(key + ".") or key.startswith(t + ".") for t in taken):
             key += "_"
         taken.add(key)
-        out.append((v, key))
+        out.append((v, key, name))
     return out
 
 
 def _module_path(key: str) -> str:
-    parts = [p if p and p not in _MODULE_ATTRS and not p.startswith("_") else f"t{p}" for p in key.split(".")]
+    parts = [p if p and p not in MODULE_ATTRS and not p.startswith("_") else f"t{p}" for p in key.split(".")]
     return ".".join(parts)
 
 
-def _constants(graph: Graph, weights: list[tuple[str, str]]) -> list[tuple[str, Any]]:
+def _constants(graph: Graph, weights: list[tuple[str, str, str]]) -> list[tuple[str, ast.expr]]:
+    """The embedded data of small constants (numbers, or nested lists of them) by module path."""
     known = graph.meta.get("constant_values", {}) or {}
-    return [(key, known[v]) for v, key in weights if graph.values[v].kind == "constant" and v in known]
+    if not isinstance(known, Mapping):
+        raise GraphError("meta.constant_values is not a mapping of value ids to data", where=graph.name)
+    out = []
+    for v, key, _ in weights:
+        if graph.values[v].kind == "constant" and v in known:
+            with reading(graph, f"value {v!r:.60}", "constant_values"):
+                out.append((key, literal(_numbers(known[v]))))
+    return out
+
+
+def _numbers(x: Any, depth: int = 0) -> Any:
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, list) and depth < MAX_DEPTH:
+        return [_numbers(y, depth + 1) for y in x]
+    raise Unwritable(f"{x!r:.40} is not a number or a list of numbers")

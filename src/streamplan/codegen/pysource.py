@@ -6,7 +6,8 @@ line length of 88: on one line when it fits; otherwise split at the outermost
 bracket with the contents on one indented line when that fits; otherwise one item
 per line with a trailing comma (a sole item is split inside its own brackets, with
 no comma added). Expressions are a small tree (``Atom``, ``Call``, ``Seq``,
-``Keyword``) so that the layout can recurse into any argument.
+``Keyword``) so that the layout can recurse into any argument; ``render`` makes that tree
+from a module's ``ast`` nodes.
 """
 
 from __future__ import annotations
@@ -124,22 +125,28 @@ def exploded(open_: str, items: Sequence[Expr], *, indent: int, prefix: str = ""
 
 
 def py_str(text: str) -> str:
-    """A double-quoted string literal (ruff's preferred quotes)."""
-    out = ['"']
+    """A string literal that reads back as ``text``: double quotes unless the text holds more
+    double than single quotes (ruff's choice), and every character that is not printable
+    (controls, line and paragraph separators, bidirectional overrides, lone surrogates) escaped,
+    so that a literal is always one line of plain text whatever the string holds."""
+    quote = "'" if text.count('"') > text.count("'") else '"'
+    out = [quote]
     for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
+        if ch == "\\" or ch == quote:
+            out.append("\\" + ch)
         elif ch == "\n":
             out.append("\\n")
         elif ch == "\t":
             out.append("\\t")
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
+        elif ch.isprintable():
             out.append(ch)
-    out.append('"')
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append(quote)
     return "".join(out)
 
 
@@ -152,21 +159,10 @@ def py_float(x: float) -> str:
     return repr(float(x)).replace("e+", "e")  # ruff writes exponents without "+"
 
 
-def literal(x: object) -> Expr:
-    """A plain Python value (None, bool, int, float, str, list/tuple of them) as an expression."""
-    if x is None or isinstance(x, bool):
-        return Atom(repr(x))
-    if isinstance(x, int):
-        return Atom(str(x))
-    if isinstance(x, float):
-        return Atom(py_float(x))
-    if isinstance(x, str):
-        return Atom(py_str(x))
-    if isinstance(x, list):
-        return Seq("[", tuple(literal(v) for v in x))
-    if isinstance(x, tuple):
-        return Seq("(", tuple(literal(v) for v in x))
-    raise TypeError(f"no literal for {type(x).__name__}")
+def plain(text: object) -> str:
+    """``text`` for a comment or a docstring: each character that is not printable, and each
+    backslash or double quote (which could end a docstring or start an escape), becomes "?"."""
+    return "".join(ch if ch.isprintable() and ch not in '\\"' else "?" for ch in str(text))
 
 
 # -- identifiers ----------------------------------------------------------------

@@ -7,6 +7,8 @@ ATen calls with ``emit``; ``bind`` names an ONNX output after what was emitted.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +27,29 @@ from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.graph import Graph, Node, Value
 from streamplan.ir.verify import verify
 
+# what reading an attribute of the wrong kind raises (int("x"), a graph where a number belongs,
+# bytes that are not UTF-8, a missing input...): a problem of the file, reported with its node
+MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError)
+
 
 @dataclass(frozen=True, slots=True)
 class T:
     """A tensor operand of an emitted ATen call: the IR value id."""
 
     vid: str
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensors():
+    """Silence FakeTensorMode's log of a failed op: a bad attribute is one of the file's problems,
+    reported with its node, not a traceback on the user's terminal."""
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def onnx_problems(model: str) -> Problems:
@@ -82,19 +101,21 @@ class Converter:
                 inputs.append(vid)
         for node in g.node:
             self.node = node
-            where = node.name or node.op_type
-            if node.op_type == "Constant":
-                self.known[node.output[0]] = self._constant_attr(node)
-            elif self._foldable(node):
-                self._fold(node)
-            elif node.op_type in OPS:
-                try:
-                    OPS[node.op_type](self, node)
-                except _Skip:
-                    pass
-            elif node.domain in ("", "ai.onnx") and node.op_type not in ("If", "Loop", "Scan", "SequenceMap"):
-                self.problems.add(f"op {node.op_type}", where, "streamplan has no mapping of this op to ATen")
-        outputs = [self.tensor_of(o.name) for o in g.output]
+            try:
+                self._convert(node)
+            except _Skip:
+                pass
+            except MALFORMED as e:  # the file is data: an attribute of the wrong kind is its problem
+                self.problems.add(
+                    f"{node.op_type} with a malformed attribute or input ({type(e).__name__}: {str(e)[:100]})",
+                    node.name or node.op_type,
+                    "check the node against the ONNX operator's definition",
+                )
+        self.problems.raise_if_any()  # before the outputs: a skipped op leaves one without producer
+        outputs = []
+        for o in g.output:
+            with contextlib.suppress(_Skip):  # the problem is recorded
+                outputs.append(self.tensor_of(o.name))
         self.problems.raise_if_any()
         meta: dict[str, Any] = {
             "input_names": inputs,
@@ -116,6 +137,20 @@ class Converter:
             param_names=self.param_names,
         )
         return verify(graph)
+
+    def _convert(self, node: Any) -> None:
+        if node.op_type == "Constant":
+            self.known[node.output[0]] = self._constant_attr(node)
+        elif self._foldable(node):
+            self._fold(node)
+        elif node.op_type in OPS:
+            OPS[node.op_type](self, node)
+        elif node.domain in ("", "ai.onnx") and node.op_type not in ("If", "Loop", "Scan", "SequenceMap"):
+            self.problems.add(
+                f"op {node.op_type}",
+                node.name or node.op_type,
+                "streamplan has no mapping of this op to ATen",
+            )
 
     # -- what op functions use ----------------------------------------------------
     def has(self, i: int) -> bool:
@@ -193,7 +228,8 @@ class Converter:
             )
 
     def fail(self, what: str, todo: str) -> None:
-        self.problems.add(what, self.node.name or self.node.op_type, todo)
+        where = "graph outputs" if self.node is None else self.node.name or self.node.op_type
+        self.problems.add(what, where, todo)
         raise _Skip
 
     def emit(self, op: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> list[T]:
@@ -205,7 +241,7 @@ class Converter:
         fake_args = [([fake(y) for y in a] if isinstance(a, list) else fake(a)) for a in args]
         fake_kwargs = {k: fake(v) for k, v in kwargs.items()}
         try:
-            with self.mode:
+            with self.mode, _quiet_fake_tensors():
                 result = fn(*fake_args, **fake_kwargs)
         except Exception as e:
             self.fail(
@@ -300,6 +336,8 @@ class Converter:
             self.known[o] = np.asarray(r)
 
     def _constant_attr(self, node: Any) -> np.ndarray:
+        if len(node.attribute) != 1 or len(node.output) != 1:
+            self.fail("Constant without exactly one value and one output", "give it one value attribute")
         a = node.attribute[0]
         value = self.onnx.helper.get_attribute_value(a)
         if a.name == "value":

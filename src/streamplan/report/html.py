@@ -71,6 +71,13 @@ def render_html(report: ModelReport) -> str:
     )
 
 
+def _shown(text: Any) -> str:
+    """A name from the graph or the run as plotly should show it: plotly reads its labels as a
+    subset of HTML (links, styles), so ``<``, ``>`` and ``&`` are written as entities, which it
+    shows as the characters they stand for (with no ``<`` there is no tag, so quotes stay)."""
+    return html.escape(str(text), quote=False)
+
+
 def _json(obj: Any) -> str:
     # inside <script>, "</" would end the element
     return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
@@ -78,7 +85,7 @@ def _json(obj: Any) -> str:
 
 def _chart(charts: list, cid: str, data: list[dict], layout: dict, series: int) -> str:
     charts.append((cid, {"data": data, "layout": layout}))
-    return f'<div class="chart" id="{cid}" data-series="{series}"></div>'
+    return f'<div class="chart" id="{html.escape(cid)}" data-series="{series}"></div>'
 
 
 def _ok(report: ModelReport) -> list[PolicyReport]:
@@ -213,8 +220,8 @@ def timelines(report: ModelReport, charts: list) -> str:
                     "marker": {"color": COLORS[k % len(COLORS)], "line": {"width": 0.5, "color": "#fff"}},
                     "customdata": [
                         [
-                            t.op,
-                            t.kind,
+                            _shown(t.op),
+                            _shown(t.kind),
                             t.launch_ms,
                             t.start_ms,
                             t.end_ms,
@@ -229,7 +236,7 @@ def timelines(report: ModelReport, charts: list) -> str:
                 }
             )
         title = (
-            f"{p.policy}: {len(streams)} stream{'s' if len(streams) > 1 else ''}, "
+            f"{_shown(p.policy)}: {len(streams)} stream{'s' if len(streams) > 1 else ''}, "
             f"{fmt_ms(p.run.makespan_ms if p.run else None)}"
         )
         layout = _layout(title, "simulated time (ms)", "")
@@ -257,7 +264,7 @@ def role_memory(report: ModelReport, charts: list) -> str:
             {
                 "type": "bar",
                 "name": c.replace("_", " "),
-                "x": [p.policy for p in ok],
+                "x": [_shown(p.policy) for p in ok],
                 "y": ys,
                 "marker": {"color": COLORS[k % len(COLORS)]},
                 "hovertemplate": f"{c.replace('_', ' ')}: %{{y:.3f}} MiB<extra>%{{x}}</extra>",
@@ -295,7 +302,7 @@ def pareto_chart(report: ModelReport, charts: list) -> str:
         "marker": {"size": 8},
         "x": [p.worst_case_peak_bytes / MiB for p in points],
         "y": [p.makespan_ms for p in points],
-        "customdata": [[p.budget_bytes / MiB, p.streams, p.source] for p in points],
+        "customdata": [[p.budget_bytes / MiB, p.streams, _shown(p.source)] for p in points],
         "hovertemplate": f"{what} %{{x:.3f}} MiB (budget %{{customdata[0]:.3f}} MiB)<br>"
         "latency %{y:.4f} ms on %{customdata[1]} streams<br>found by %{customdata[2]}<extra></extra>",
     }
@@ -306,7 +313,7 @@ def pareto_chart(report: ModelReport, charts: list) -> str:
         "marker": {"size": 10, "symbol": "diamond", "color": COLORS[1]},
         "x": [f.worst_case_peak_bytes / MiB for f in front.fixed],
         "y": [f.makespan_ms for f in front.fixed],
-        "text": [f.policy for f in front.fixed],
+        "text": [_shown(f.policy) for f in front.fixed],
         "textposition": "top center",
         "customdata": [
             [f.streams, "dominated by the front" if f.dominated else "on the front"] for f in front.fixed
@@ -369,6 +376,7 @@ def _mib(b: int | None) -> str:
 
 
 def _line(name: str, xs: list, ys: list, color: str, hover: str) -> dict[str, Any]:
+    name = _shown(name)
     return {
         "type": "scatter",
         "mode": "lines",

@@ -202,10 +202,11 @@ def run_and_compare(
                 where=name,
                 hint="the model fails without streamplan too; fix it or its example inputs",
             ) from e
-    elif source.meta.get("source") == "onnx":  # the file's weights; onnxruntime is the reference
+    elif isinstance(model, str) and model.endswith(".onnx"):  # its weights; onnxruntime is the reference
         from streamplan.runtime.onnx_reference import onnx_run_inputs
 
-        env_inputs, params, ref = onnx_run_inputs(source, seed)
+        # the file named on the command line, never a path a graph JSON's meta holds
+        env_inputs, params, ref = onnx_run_inputs(source, seed, path=model)
         reference = "onnxruntime"
     else:  # the graph as captured gives the reference and, by value id, every leaf tensor
         params = None

@@ -27,51 +27,65 @@ from streamplan.errors import ExecutionError, UnsupportedError
 from streamplan.frontends.argcodec import decode
 from streamplan.ir.fused import fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
+from streamplan.ir.opname import PYTHON_OPS, split_op
 
 RANDOM_OP_SEED = 20261203
 _RANDOM_LOCK = threading.Lock()
 _OP_CACHE: dict[str, Callable[..., Any]] = {}
-_PYTHON_OPS: dict[str, Callable[..., Any]] = {
-    "getitem": operator.getitem,
-    "operator.getitem": operator.getitem,
-    "_operator.getitem": operator.getitem,
-}
+_PYTHON_OPS: dict[str, Callable[..., Any]] = dict.fromkeys(PYTHON_OPS, operator.getitem)
 
 
 def resolve_op(op: str) -> Callable[..., Any]:
-    """The callable for an op name: ``"aten.add.Tensor"`` -> ``torch.ops.aten.add.Tensor``."""
+    """The callable for an op name: ``"aten.add.Tensor"`` -> ``torch.ops.aten.add.Tensor``.
+
+    Only an ``OpOverload`` of a ``torch.ops`` namespace (or indexing) is ever returned: the
+    name is checked by ``ir.opname.split_op`` and each object on the way must be what it
+    should be (a namespace, an overload packet, an overload), so a graph file cannot reach
+    ``torch.ops.load_library``, ``import_module`` or any other callable through an op name.
+    """
     fn = _OP_CACHE.get(op)
     if fn is not None:
         return fn
     if op in _PYTHON_OPS:
         fn = _PYTHON_OPS[op]
     else:
-        parts = op.split(".")
-        if len(parts) not in (2, 3):
-            raise UnsupportedError(f"cannot resolve op {op!r}", hint="expected 'namespace.name[.overload]'")
         try:
-            packet = getattr(getattr(torch.ops, parts[0]), parts[1])
-            fn = getattr(packet, parts[2] if len(parts) == 3 else "default")
-        except (AttributeError, RuntimeError):
+            ns, name, overload = split_op(op)
+        except ValueError as e:
             raise UnsupportedError(
-                f"torch has no op {op!r}", hint="is the graph from a newer torch?"
+                f"cannot resolve op {e}", hint="expected 'namespace.name[.overload]'"
             ) from None
+        try:
+            namespace = getattr(torch.ops, ns)
+            packet = getattr(namespace, name) if isinstance(namespace, torch._ops._OpNamespace) else None
+            fn = getattr(packet, overload) if isinstance(packet, torch._ops.OpOverloadPacket) else None
+        except (AttributeError, RuntimeError):
+            fn = None
+        if not isinstance(fn, torch._ops.OpOverload):
+            raise UnsupportedError(f"torch has no op {op!r}", hint="is the graph from a newer torch?")
     _OP_CACHE[op] = fn
     return fn
 
 
+def unresolvable_ops(graph: Graph) -> list[tuple[str, str]]:
+    """(node id, op) of every node, or part of a fused kernel, whose op torch cannot resolve."""
+    bad = []
+    for n in graph.nodes:
+        for p in fused_parts(n) or (n,):
+            try:
+                resolve_op(p.op)
+            except UnsupportedError:
+                bad.append((p.id, p.op))
+    return bad
+
+
 def check_supported(graph: Graph) -> None:
     """Raise one ``UnsupportedError`` listing every op of ``graph`` torch cannot resolve."""
-    bad = []
-    ops = {n.op for n in graph.nodes if not is_fused(n)} | {p.op for n in graph.nodes for p in fused_parts(n)}
-    for op in sorted(ops):
-        try:
-            resolve_op(op)
-        except UnsupportedError:
-            bad.append(op)
+    bad = sorted({op for _, op in unresolvable_ops(graph)})
     if bad:
         raise UnsupportedError(
-            f"cannot execute ops: {', '.join(bad)}",
+            f"cannot execute ops: {', '.join(repr(op) for op in bad[:10])}"
+            + (" ..." if len(bad) > 10 else ""),
             where=graph.name,
             hint="these ops are not in this torch build",
         )
@@ -97,8 +111,9 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
             with _seeded(RANDOM_OP_SEED + int(seed_index)):
                 result = fn(*args, **kwargs)
     except Exception as e:
+        first = str(e).strip().split("\n")[0]  # torch adds the schema and a backtrace below
         raise ExecutionError(
-            f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
+            f"while executing %{node.id} ({node.op}): {type(e).__name__}: {first}",
             hint="the op itself failed; check its inputs' shapes and dtypes",
         ) from e
     return _match_outputs(node, result)

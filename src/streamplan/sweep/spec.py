@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,7 +134,7 @@ class SweepSettings:
         if (
             isinstance(s.time_limit_s, bool)
             or not isinstance(s.time_limit_s, (int, float))
-            or s.time_limit_s <= 0
+            or not 0 < s.time_limit_s < math.inf  # TOML and YAML can spell nan and inf
         ):
             raise ModelSpecError("setting 'time_limit_s' must be a number > 0", where=where)
         if isinstance(s.seed, bool) or not isinstance(s.seed, int):
