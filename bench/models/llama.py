@@ -33,6 +33,8 @@ def _build(config_kwargs: dict, batch: int, seq: int, meta: bool, dtype: torch.d
         model = LlamaForCausalLM(config).to(dtype)
     ids = torch.randint(0, config.vocab_size, (batch, seq + 1), generator=torch.Generator().manual_seed(1))
     tokens, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    if meta:  # nothing is computed: the step is captured on fake tensors
+        tokens, targets = tokens.to("meta"), targets.to("meta")
 
     def loss_fn(output, *_):
         logits = output.logits if hasattr(output, "logits") else output[0]

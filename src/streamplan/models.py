@@ -29,9 +29,13 @@ class ModelRequest:
     ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function`` or ``.onnx``;
     ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model;
     ``train`` asks for one training step (forward, loss, backward) instead of inference,
-    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``).
+    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``); ``parallel`` (a
+    ``ParallelPlan`` or its text, ``fsdp=8``) turns the step into one rank's program, and
+    ``batch`` is then each rank's batch.
     Every field changes the graph, so the capture cache keys on all of them
-    (``streamplan.cache``): a field added here is part of the key without further work.
+    (``streamplan.cache``): a field added here is part of the key without further work. (A
+    plan is applied to the cached step on every load: it is quick, and the captured step is
+    shared by every plan.)
     """
 
     spec: str
@@ -39,10 +43,28 @@ class ModelRequest:
     dtype: str | None = None
     train: bool = False
     optimizer: str = "none"
+    parallel: Any = None  # ParallelPlan | None (parsed from text when made)
+
+    def __post_init__(self) -> None:
+        if self.parallel is not None:
+            from streamplan.parallel.plan import ParallelPlan
+
+            object.__setattr__(self, "parallel", ParallelPlan.parse(self.parallel))
+            if not self.train:
+                raise ModelSpecError(
+                    f"a parallel plan ({self.parallel}) splits a training step over ranks",
+                    where=self.spec,
+                    hint="ask for the training step as well (--train, or train=True)",
+                )
 
     def fields(self) -> dict[str, Any]:
         """Every field by name (what the capture cache keys on)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if out["parallel"] is None:
+            del out["parallel"]  # keys of requests without a plan stay as they were
+        else:
+            out["parallel"] = out["parallel"].describe()
+        return out
 
     @property
     def captures(self) -> bool:
@@ -63,6 +85,16 @@ class ModelRequest:
 
     def load(self, *, cache: CaptureCache | None = None, progress: ProgressFn = no_progress) -> Graph:
         """The request's graph, verified; captures go through ``cache`` when one is given."""
+        if self.parallel is not None:
+            from streamplan.parallel import rank_program
+
+            step = dataclasses.replace(self, parallel=None).load(cache=cache, progress=progress)
+            progress(
+                f"{self.spec}: one rank's program ({self.parallel.strategy}={self.parallel.ranks})",
+                None,
+                None,
+            )
+            return rank_program(step, self.parallel)
         check_request(self.spec, self.batch, self.dtype)
         if cache is not None and self.captures:
             graph = cache.get(self)

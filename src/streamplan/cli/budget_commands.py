@@ -21,6 +21,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     StreamsOpt,
     TrainOpt,
     check_file,
@@ -54,6 +55,7 @@ def pareto(
     force: bool = ForceOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -85,7 +87,16 @@ def pareto(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         front = pareto_front(g, ctx, points=points, budget=kind)
         image = render_front(front, fmt=fmt) if fmt else None
     if output and image is not None:

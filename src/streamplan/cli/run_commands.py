@@ -13,6 +13,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
@@ -48,6 +49,7 @@ def run(
     no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = FusionOpt,
     cuda_graphs: bool = typer.Option(
@@ -88,7 +90,16 @@ def run(
             fusion=fusion,
             cuda_graphs=cuda_graphs,
         )
-        graph = load_graph(model, batch, None, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        graph = load_graph(
+            model,
+            batch,
+            None,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         saved = load_schedule(schedule_file, graph, fusion=fusion) if schedule_file else None
         report = run_model(
             model,

@@ -24,6 +24,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
@@ -63,6 +64,7 @@ def schedule(
     budget_figure: str = BudgetFigureOpt,
     force: bool = ForceOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
@@ -86,7 +88,16 @@ def schedule(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         progress(f"{policy}: scheduling", None, None)
         s = schedule_with_fusion(g, policy, ctx).schedule
     if output:
@@ -110,6 +121,7 @@ def verify_cmd(
     dtype: str | None = DtypeOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -121,7 +133,16 @@ def verify_cmd(
 
     s = StreamSchedule.load(schedule_file)
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         progress("verifying", None, None)
         mismatch = fingerprint_mismatch(s.meta, g)
         # made for another graph: say that in one line rather than list every unknown op
@@ -159,6 +180,7 @@ def simulate(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -184,7 +206,16 @@ def simulate(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
     s, tl = run.schedule, run.timeline
     if trace:
@@ -269,6 +300,7 @@ def compare(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -294,7 +326,16 @@ def compare(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
         rows = compare_policies(
             g, names, ctx, memory=memory, includes=includes, schedules=saved, fusions=modes

@@ -237,3 +237,59 @@ def _at_peak(live, schedule, i, pending, allocated, held, timing) -> HeldPeak:
         names,
         live.includes,
     )
+
+
+@dataclass(frozen=True)
+class LaunchTimeMemory:
+    """The figures of memory at host launch time for one schedule (module docstring).
+
+    ``worst`` is the exact worst case of held bytes over every timing the host waits allow;
+    ``simulated`` the same along the simulated timeline (None without one);
+    ``torch_cuda_worst`` the ``torch-cuda`` replay under maximal run-ahead
+    (``allocated_peak_bytes``, ``reserved_peak_bytes``, ``held_peak_bytes``). ``host_waits``
+    and ``record_stream`` say what bounds the run-ahead; ``communicates`` whether the
+    program has collectives or host waits (the programs where this is the question).
+    """
+
+    worst: HeldPeak
+    simulated: HeldPeak | None
+    torch_cuda_worst: dict[str, int] | None
+    host_waits: int
+    record_stream: bool
+    communicates: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "held_worst_case": self.worst.to_dict(),
+            "held_simulated": None if self.simulated is None else self.simulated.to_dict(),
+            "torch_cuda_run_ahead": self.torch_cuda_worst,
+            "host_waits": self.host_waits,
+            "record_stream": self.record_stream,
+        }
+
+    def lines(self) -> list[str]:
+        bound = (
+            f"{self.host_waits} host waits bound the run-ahead"
+            if self.host_waits
+            else "no host waits: unbounded run-ahead"
+        )
+        frees = "record_stream holds cross-stream frees" if self.record_stream else "frees ordered by waits"
+        out = [f"  at host launch ({bound}; {frees}):"]
+        w = self.worst
+        out.append(
+            f"    held, worst case   {w.peak_bytes / MIB:10.3f} MiB  ({w.allocated_bytes / MIB:.3f} allocated + "
+            f"{w.held_bytes / MIB:.3f} held, at {w.peak_op or '-'}; exact)"
+        )
+        if self.simulated is not None:
+            sim = self.simulated
+            out.append(
+                f"    held, simulated    {sim.peak_bytes / MIB:10.3f} MiB  ({sim.allocated_bytes / MIB:.3f} "
+                f"allocated + {sim.held_bytes / MIB:.3f} held, at {sim.peak_op or '-'})"
+            )
+        if self.torch_cuda_worst is not None:
+            t = self.torch_cuda_worst
+            out.append(
+                f"    torch-cuda, worst  {t['allocated_peak_bytes'] / MIB:10.3f} MiB allocated, "
+                f"{t['reserved_peak_bytes'] / MIB:.3f} MiB reserved (maximal run-ahead)"
+            )
+        return out

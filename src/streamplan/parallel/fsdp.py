@@ -209,7 +209,9 @@ def fsdp_rank_program(graph: Graph, plan: ParallelPlan) -> Graph:
         body.extend(after.get(i, ()))
     used = {*graph.inputs, *(v for node in body for v in (*node.inputs, *node.outputs))}
     used |= {p for p in graph.params if p not in trained and p not in step.optimizer_state}
-    values = {vid: v for vid, v in {**new_values, **em.values}.items() if vid in used or vid in shards.values()}
+    values = {
+        vid: v for vid, v in {**new_values, **em.values}.items() if vid in used or vid in shards.values()
+    }
     for vid, storage in restored.items():
         values[vid] = _with_storage(values[vid], storage)
     return _finish(graph, step, plan, body, values, shards, gshards, layout, order)
