@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from streamplan.errors import ExecutionError, UnsupportedError
 from streamplan.frontends.argcodec import decode
+from streamplan.ir.collectives import is_collective
 from streamplan.ir.fused import fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 
@@ -63,7 +64,7 @@ def resolve_op(op: str) -> Callable[..., Any]:
 def check_supported(graph: Graph) -> None:
     """Raise one ``UnsupportedError`` listing every op of ``graph`` torch cannot resolve."""
     bad = []
-    ops = {n.op for n in graph.nodes if not is_fused(n)} | {p.op for n in graph.nodes for p in fused_parts(n)}
+    ops = {n.op for n in graph.nodes if not is_fused(n) and not is_collective(n)} | {p.op for n in graph.nodes for p in fused_parts(n)}
     for op in sorted(ops):
         try:
             resolve_op(op)
@@ -86,6 +87,10 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
         from streamplan.runtime.fused import call_fused
 
         return call_fused(node, env, device, call_node)
+    if is_collective(node):  # the other ranks take part: torch.distributed, not an ATen op
+        from streamplan.runtime.collectives import run_collective
+
+        return run_collective(node, env)
     fn = resolve_op(node.op)
     try:
         args = decode(node.attrs.get("args", []), env, device=device)
