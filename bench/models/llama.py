@@ -1,12 +1,14 @@
 """Llama-style decoders from ``transformers.LlamaConfig``, random weights, built offline.
 
 Model specs for ``file.py:function`` (each function returns ``(module, example_inputs,
-loss_fn)``; the loss is the mean cross entropy of next-token prediction on random tokens):
+loss_fn, targets)``; the loss is the mean cross entropy of next-token prediction on random
+tokens, the targets the next tokens):
 
 - ``tiny``: 2 layers, hidden 64, vocabulary 256, sequence 16 (tests; runs for real in seconds);
 - ``small``: 4 layers, hidden 256, vocabulary 2048, sequence 64;
 - ``llama_1b``: Llama-3.2-1B's sizes (16 layers, hidden 2048, 32 heads, 8 KV heads, vocabulary
-  128,256), built on the meta device (no memory: for analyses only), sequence 2048;
+  128,256; the LM head untied from the embeddings, 1.5B parameters), built on the meta device
+  (no memory: for analyses only), sequence 2048;
 - ``llama_8b``: Llama-3.1-8B's sizes (32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14,336,
   vocabulary 128,256), on the meta device, sequence 2048.
 
@@ -36,11 +38,11 @@ def _build(config_kwargs: dict, batch: int, seq: int, meta: bool, dtype: torch.d
     if meta:  # nothing is computed: the step is captured on fake tensors
         tokens, targets = tokens.to("meta"), targets.to("meta")
 
-    def loss_fn(output, *_):
+    def loss_fn(output, labels):
         logits = output.logits if hasattr(output, "logits") else output[0]
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
-    return model, (tokens,), loss_fn
+    return model, (tokens,), loss_fn, (targets,)
 
 
 def tiny(batch: int = 2):

@@ -70,6 +70,25 @@ class DistributedRun:
     matches: bool
     compared: int  # parameters compared
 
+    def lines(self) -> list[str]:
+        mib = 1 << 20
+        verdict = "equal to eager" if self.matches else "DIFFERENT from eager"
+        out = [
+            f"ran {self.graph.name} ({self.schedule.policy}, {self.schedule.num_streams} streams) on "
+            f"{len(self.ranks)} gloo ranks, against one eager step of the whole batch:",
+            f"  loss {self.loss:.6g} (eager {self.reference_loss:.6g}); {self.compared} updated parameters "
+            f"{verdict}: max |error| {self.max_abs_error:.3g} (relative {self.max_rel_error:.3g})",
+        ]
+        for r in self.ranks:
+            tracked = "-" if r.tracked_peak_bytes is None else f"{r.tracked_peak_bytes / mib:.3f} MiB"
+            pred = (
+                ""
+                if r.predicted_peak_bytes is None
+                else f" (predicted {r.predicted_peak_bytes / mib:.3f} MiB)"
+            )
+            out.append(f"  rank {r.rank}: {r.measured_ms:.1f} ms, kernels allocated at most {tracked}{pred}")
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "graph": self.graph.name,
@@ -138,7 +157,9 @@ def run_ranks(
     step = training_step(step_graph)
     assert step is not None
     by_fqn = {step_graph.param_names[p]: p for p in step.gradients}
-    full_state = {(step_graph.param_names[p], slot): state[v] for v, (p, slot) in step.optimizer_state.items()}
+    full_state = {
+        (step_graph.param_names[p], slot): state[v] for v, (p, slot) in step.optimizer_state.items()
+    }
     reference, reference_loss = _eager_reference(problem, step, step_graph, full_state)
     with tempfile.TemporaryDirectory(prefix="streamplan-ranks-") as tmp:
         job = Path(tmp)
@@ -242,20 +263,24 @@ def _rank_params(graph: Graph, module_state, full_state, rank: int, ranks: int) 
         shard = flat.chunk(ranks)[rank].clone()
         out[unit["shard"]] = shard
         for vid, slot in slots_of.get(unit["shard"], ()):
-            out[vid] = _flatten_unit(unit, lambda fqn, s=slot: full_state[(fqn, s)]).chunk(ranks)[rank].clone()
+            out[vid] = (
+                _flatten_unit(unit, lambda fqn, s=slot: full_state[(fqn, s)]).chunk(ranks)[rank].clone()
+            )
     return out
 
 
 def _flatten_unit(unit: dict, tensor_of) -> torch.Tensor:
     dtype = getattr(torch, unit["dtype"])
     flat = torch.zeros(unit["padded_numel"], dtype=dtype)
-    for _, fqn, shape, offset in unit["params"]:
+    for _, fqn, _shape, offset in unit["params"]:
         t = tensor_of(fqn).detach().reshape(-1).to(dtype)
         flat[offset : offset + t.numel()] = t
     return flat
 
 
-def _assemble(graph: Graph, outputs: list[dict[str, torch.Tensor]], by_fqn, ranks: int) -> dict[str, torch.Tensor]:
+def _assemble(
+    graph: Graph, outputs: list[dict[str, torch.Tensor]], by_fqn, ranks: int
+) -> dict[str, torch.Tensor]:
     """Every parameter after the step (by name) from the ranks' outputs."""
     par = graph.meta["parallel"]
     step = training_step(graph)

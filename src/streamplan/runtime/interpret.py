@@ -64,7 +64,9 @@ def resolve_op(op: str) -> Callable[..., Any]:
 def check_supported(graph: Graph) -> None:
     """Raise one ``UnsupportedError`` listing every op of ``graph`` torch cannot resolve."""
     bad = []
-    ops = {n.op for n in graph.nodes if not is_fused(n) and not is_collective(n)} | {p.op for n in graph.nodes for p in fused_parts(n)}
+    ops = {n.op for n in graph.nodes if not is_fused(n) and not is_collective(n)} | {
+        p.op for n in graph.nodes for p in fused_parts(n)
+    }
     for op in sorted(ops):
         try:
             resolve_op(op)
