@@ -44,4 +44,6 @@ def stack_problem(global_batch: int = 8, seed: int = 0):
     gen = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(global_batch, 7, generator=gen)
     y = torch.randint(0, 5, (global_batch,), generator=gen)
-    return TrainingProblem(model, (x,), lambda out, t: nn.functional.cross_entropy(out, t), (y,), "cross entropy")
+    return TrainingProblem(
+        model, (x,), lambda out, t: nn.functional.cross_entropy(out, t), (y,), "cross entropy"
+    )
