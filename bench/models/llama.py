@@ -8,9 +8,9 @@ tokens, the targets the next tokens):
 - ``small``: 4 layers, hidden 256, vocabulary 2048, sequence 64;
 - ``llama_1b``: Llama-3.2-1B's sizes (16 layers, hidden 2048, 32 heads, 8 KV heads, vocabulary
   128,256; the LM head untied from the embeddings, 1.5B parameters), built on the meta device
-  (no memory: for analyses only), sequence 2048;
+  and given one-element parameters (no memory: for analyses only), sequence 2048;
 - ``llama_8b``: Llama-3.1-8B's sizes (32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14,336,
-  vocabulary 128,256), on the meta device, sequence 2048.
+  vocabulary 128,256), built the same way, sequence 2048.
 
 The batch is each rank's (``--batch``); inputs are token ids, the targets the next tokens.
 """
@@ -31,18 +31,30 @@ def _build(config_kwargs: dict, batch: int, seq: int, meta: bool, dtype: torch.d
     if meta:
         with torch.device("meta"):
             model = LlamaForCausalLM(config).to(dtype)
+        _without_memory(model)
     else:
         model = LlamaForCausalLM(config).to(dtype)
     ids = torch.randint(0, config.vocab_size, (batch, seq + 1), generator=torch.Generator().manual_seed(1))
     tokens, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
-    if meta:  # nothing is computed: the step is captured on fake tensors
-        tokens, targets = tokens.to("meta"), targets.to("meta")
 
     def loss_fn(output, labels):
         logits = output.logits if hasattr(output, "logits") else output[0]
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
     return model, (tokens,), loss_fn, (targets,)
+
+
+def _without_memory(model: torch.nn.Module) -> None:
+    """Every parameter and buffer as a CPU tensor of its shape that holds one element (stride 0):
+    the capture runs on fake tensors and needs shapes only, and autograd's tracer, unlike with
+    meta tensors, then treats the module as it treats a real one."""
+    for sub in model.modules():
+        for name, p in list(sub.named_parameters(recurse=False)):
+            sub._parameters[name] = torch.nn.Parameter(
+                torch.zeros((), dtype=p.dtype).expand(p.shape), requires_grad=p.requires_grad
+            )
+        for name, b in list(sub.named_buffers(recurse=False)):
+            sub._buffers[name] = torch.zeros((), dtype=b.dtype).expand(b.shape)
 
 
 def tiny(batch: int = 2):

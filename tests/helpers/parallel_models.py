@@ -47,3 +47,9 @@ def stack_problem(global_batch: int = 8, seed: int = 0):
     return TrainingProblem(
         model, (x,), lambda out, t: nn.functional.cross_entropy(out, t), (y,), "cross entropy"
     )
+
+
+def stack(batch: int = 4):
+    """``file.py:function`` form: ``(module, inputs, loss_fn, targets)`` (the CLI's model spec)."""
+    p = stack_problem(batch)
+    return p.module, p.inputs, p.loss_fn, p.targets

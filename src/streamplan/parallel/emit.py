@@ -88,7 +88,7 @@ class Emitter:
         kwargs = {"dtype": {"$dtype": dtype}, "device": {"$device": "cpu"}}
         nbytes = self.values[out].nbytes
         return Node(
-            self.fresh(stem),
+            self.fresh(f"{stem}.zeros"),
             "aten.zeros.default",
             (),
             (out,),
@@ -102,7 +102,7 @@ class Emitter:
         nbytes = self.values[out].nbytes
         args = [[tensor_ref(p) for p in parts], 0]
         return Node(
-            self.fresh(stem),
+            self.fresh(f"{stem}.cat"),
             "aten.cat.default",
             tuple(dict.fromkeys(parts)),
             (out,),
