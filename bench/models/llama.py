@@ -33,7 +33,9 @@ def _build(config_kwargs: dict, batch: int, seq: int, meta: bool, dtype: torch.d
             model = LlamaForCausalLM(config).to(dtype)
         _without_memory(model)
     else:
-        model = LlamaForCausalLM(config).to(dtype)
+        model = LlamaForCausalLM(config)
+        if dtype != torch.float32:
+            model = model.to(dtype)
     ids = torch.randint(0, config.vocab_size, (batch, seq + 1), generator=torch.Generator().manual_seed(1))
     tokens, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
@@ -83,28 +85,41 @@ def small(batch: int = 2):
     return _build(kw, batch, 64, meta=False)
 
 
+_1B = dict(
+    hidden_size=2048,
+    intermediate_size=8192,
+    num_hidden_layers=16,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=2048,
+    tie_word_embeddings=False,
+)
+_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=2048,
+)
+
+
+def llama_1b_short(batch: int = 1):
+    """``llama_1b`` on sequences of 256 tokens: little activation memory beside the parameters,
+    as under activation checkpointing, where the gathered parameters decide the peak."""
+    return _build(_1B, batch, 256, meta=True, dtype=torch.bfloat16)
+
+
+def llama_8b_short(batch: int = 1):
+    """``llama_8b`` on sequences of 256 tokens (see ``llama_1b_short``)."""
+    return _build(_8B, batch, 256, meta=True, dtype=torch.bfloat16)
+
+
 def llama_1b(batch: int = 1):
-    kw = dict(
-        hidden_size=2048,
-        intermediate_size=8192,
-        num_hidden_layers=16,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        vocab_size=128256,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-    )
-    return _build(kw, batch, 2048, meta=True, dtype=torch.bfloat16)
+    return _build(_1B, batch, 2048, meta=True, dtype=torch.bfloat16)
 
 
 def llama_8b(batch: int = 1):
-    kw = dict(
-        hidden_size=4096,
-        intermediate_size=14336,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        vocab_size=128256,
-        max_position_embeddings=2048,
-    )
-    return _build(kw, batch, 2048, meta=True, dtype=torch.bfloat16)
+    return _build(_8B, batch, 2048, meta=True, dtype=torch.bfloat16)
