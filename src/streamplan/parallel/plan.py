@@ -146,6 +146,23 @@ class ParallelPlan:
             f"units={self.units}"
         )
 
+    def knobs(self) -> str:
+        """The knobs alone, compactly (``prefetch=1 in_flight=2 reshard record_stream``)."""
+        if self.strategy == "ddp":
+            return f"bucket={self.bucket_bytes >> 20}MiB" + (
+                "" if self.record_stream else " no-record_stream"
+            )
+        fwd, bwd = self.forward_prefetch, self.backward_prefetch
+        prefetch = f"prefetch={fwd}" if fwd == bwd else f"forward_prefetch={fwd} backward_prefetch={bwd}"
+        return " ".join(
+            (
+                prefetch,
+                f"in_flight={'none' if self.in_flight is None else self.in_flight}",
+                "reshard" if self.reshard_after_forward else "no-reshard",
+                "record_stream" if self.record_stream else "no-record_stream",
+            )
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
