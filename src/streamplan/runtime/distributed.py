@@ -165,7 +165,9 @@ def run_ranks(
         job = Path(tmp)
         (job / "graph.json").write_text(dumps(graph))
         (job / "schedule.json").write_text(schedule.dumps())
-        module_state = {k: v.detach().clone() for k, v in problem.module.state_dict().items()}
+        # non-persistent buffers (rotary frequencies) are not in the state dict
+        tensors = {**problem.module.state_dict(), **dict(problem.module.named_buffers())}
+        module_state = {k: v.detach().clone() for k, v in tensors.items()}
         for r in range(n):
             share = split_problem(problem, n, r)
             with open(job / f"rank{r}.in.pt", "wb") as f:
