@@ -70,17 +70,17 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         frozenset({"r", "s", "block_ops"}),
     ),
     PolicyInfo(
-        "overlap",
-        "streamplan.schedule.overlap:schedule_overlap",
-        "collectives on communication streams, prefetched, with the host's in-flight limit (FSDP, DDP)",
-        frozenset({"forward_prefetch", "backward_prefetch", "in_flight", "record_stream"}),
-    ),
-    PolicyInfo(
         "budget",
         "streamplan.budget.policy:schedule_budget",
         "the fastest schedule found whose worst-case peak fits the context's memory budget",
         frozenset({"solver", "exact_max_ops", "fixed"}),
         budgeted=True,
+    ),
+    PolicyInfo(
+        "overlap",
+        "streamplan.schedule.overlap:schedule_overlap",
+        "collectives on communication streams, prefetched, with the host's in-flight limit (FSDP, DDP)",
+        frozenset({"forward_prefetch", "backward_prefetch", "in_flight", "record_stream"}),
     ),
 )
 _BY_NAME: dict[str, PolicyInfo] = {p.name: p for p in _REGISTRY}
