@@ -358,7 +358,7 @@ def _load_user(spec: str, *, batch: int | None = None, with_targets: bool = Fals
             f"(module, example_inputs, loss_fn, targets), got {type(result).__name__}",
             where=spec,
         )
-    module, inputs, loss_fn, targets = (*result, None, ())[:4] if len(result) < 4 else result
+    module, inputs, loss_fn, targets = (*result, None, ())[:4] if len(result) == 2 else (*result, ())[:4]
     if not isinstance(targets, (tuple, list)):
         targets = (targets,)
     if loss_fn is not None and not callable(loss_fn):
