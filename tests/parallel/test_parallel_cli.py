@@ -88,3 +88,31 @@ def test_codegen_refuses_a_rank_program(tmp_path):
         str(tmp_path / "m.py"),
     )
     assert_user_error(r, "one rank's program", "--parallel")
+
+
+def test_simulate_says_how_much_communication_is_hidden():
+    r = cli(
+        "simulate",
+        SPEC,
+        "--train",
+        "--parallel",
+        "fsdp=2",
+        "--policy",
+        "overlap",
+        "--device",
+        "h100",
+        "--json",
+    )
+    assert r.returncode == 0, r
+    comm = json.loads(r.stdout)["communication"]
+    assert comm["collectives"] > 0 and comm["comm_ms"] == pytest.approx(
+        comm["hidden_ms"] + comm["exposed_ms"]
+    )
+
+
+def test_plan_command_chooses_knobs_under_a_budget():
+    r = cli("plan", SPEC, "--parallel", "ddp=2", "--budget", "1GiB", "--device", "h100", "--json")
+    assert r.returncode == 0, r
+    d = json.loads(r.stdout)
+    assert d["chosen"]["fits"] and len(d["points"]) == 8
+    assert_user_error(cli("plan", SPEC, "--parallel", "ddp=2", "--budget", "lots"), "budget")

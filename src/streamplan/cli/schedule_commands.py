@@ -243,6 +243,12 @@ def simulate(
     }
     if coverage is not None:
         result["measured"] = coverage.to_dict()
+    comm = None
+    if any(n.op.startswith("comm.") for n in run.scheduled_graph(g).nodes):
+        from streamplan.cost.overlap import comm_overlap
+
+        comm = comm_overlap(run.scheduled_graph(g), tl)
+        result["communication"] = comm.to_dict()
     if as_json:
         emit_json(result)
         return
@@ -257,6 +263,8 @@ def simulate(
         )
     if coverage is not None:
         out.print(f"  {coverage.text()}")
+    if comm is not None:
+        out.print(f"  {comm}")
     if trace:
         err.print(f"wrote {trace} (open in ui.perfetto.dev)")
 
