@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 import pickle
 import tempfile
@@ -316,7 +317,7 @@ def _rank_main(rank: int, ranks: int, job: str, repeat: int, chaos: bool, seed: 
     dist.init_process_group("gloo", rank=rank, world_size=ranks, init_method=f"file://{path / 'store'}")
     try:
         graph = loads((path / "graph.json").read_text())
-        schedule = StreamSchedule.from_dict(__import__("json").loads((path / "schedule.json").read_text()))
+        schedule = StreamSchedule.from_dict(json.loads((path / "schedule.json").read_text()))
         with open(path / f"rank{rank}.in.pt", "rb") as f:
             given = pickle.load(f)
         with installed(Communicator(graph, schedule)):

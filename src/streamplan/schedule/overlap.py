@@ -25,6 +25,7 @@ overridden as policy options. Data dependencies across streams get the usual wai
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 
 from streamplan.ir.collectives import is_collective
@@ -165,8 +166,6 @@ def _reuse_waits(graph: Graph, order: list[str], streams: dict[str, int]) -> dic
     by_stream: dict[int, list[int]] = {}
     for i, op in enumerate(order):
         by_stream.setdefault(streams[op], []).append(i)
-    import bisect
-
     extra: dict[str, list[str]] = {}
     for sid, ops in users.items():
         creator = graph.producer(sid)
