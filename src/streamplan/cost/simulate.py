@@ -117,18 +117,19 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
     slot = {s: k % max_queues for k, s in enumerate(stream_ids)}
     queue = [slot[schedule.streams[op]] for op in order]
     waits: list[list[int]] = [[] for _ in order]
-    host_waits: list[list[int]] = [[] for _ in order]
     # a CUDA graph is launched whole: what the host would wait for becomes edges of the graph
     device_waits = schedule.ordering_waits() if facts.cuda_graphs else schedule.waits
     for w in device_waits:
         waits[index[w.before]].append(index[w.after])
-    if not facts.cuda_graphs:
+    host_waits: list[list[int]] | None = None
+    if schedule.host_waits and not facts.cuda_graphs:
+        host_waits = [[] for _ in order]
         for w in schedule.host_waits:
             host_waits[index[w.before]].append(index[w.after])
-    costs = _with_event_costs(costs, waits, facts, host_waits)
+    costs = _with_event_costs(costs, waits, facts, host_waits or ())
     if facts.cuda_graphs and costs.launch_ms:
         costs = _with_graph_launch(costs, facts.graph_launch_ms)
-    launch_done, start, end = run_events(costs, queue, waits, host_waits if any(host_waits) else None)
+    launch_done, start, end = run_events(costs, queue, waits, host_waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
         raise ScheduleError(
@@ -198,6 +199,8 @@ def run_events(
     i. Returns (launch done, start, end) per op; ops that never ran (deadlock) have
     NaN times. Each resource (``costs.resource``) has its own virtual clock and load.
     """
+    if host_waits is None and not costs.resource:
+        return _run_events_one_resource(costs, queue, waits)
     n = len(queue)
     times, occ, launch_ms = costs.time_ms, costs.occupancy, costs.launch_ms
     res = costs.resource or (0,) * n
@@ -285,6 +288,78 @@ def run_events(
                 retry.extend(blocked_on.pop(i, ()))
             if not heap:
                 load[first] = 0.0  # drop accumulated rounding
+        while retry:
+            try_start(retry.pop(), retry)
+    return launch_done, start, end
+
+
+def _run_events_one_resource(
+    costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
+) -> tuple[list[float], list[float], list[float]]:
+    """``run_events`` when every op shares one resource and the host never waits (the common
+    case, kept on its own: one virtual clock and precomputed launch times are faster)."""
+    n = len(queue)
+    times, occ = costs.time_ms, costs.occupancy
+    launch_done, t = [], 0.0
+    for x in costs.launch_ms:
+        t += x
+        launch_done.append(t)
+    start = [math.nan] * n
+    end = [math.nan] * n
+    done = bytearray(n)
+    nq = (max(queue) + 1) if n else 0
+    pending: list[deque[int]] = [deque() for _ in range(nq)]
+    running = [-1] * nq
+    blocked_on: dict[int, list[int]] = {}
+    heap: list[tuple[float, int]] = []
+    now = vclock = load = 0.0
+    next_launch = 0
+
+    def try_start(q: int, retry: list[int]) -> None:
+        nonlocal load
+        while running[q] < 0 and pending[q]:
+            i = pending[q][0]
+            for w in waits[i]:
+                if not done[w]:
+                    blocked_on.setdefault(w, []).append(q)
+                    return
+            pending[q].popleft()
+            start[i] = now
+            if times[i] <= 0.0:
+                end[i] = now
+                done[i] = 1
+                retry.extend(blocked_on.pop(i, ()))
+                continue
+            running[q] = i
+            load += occ[i]
+            heapq.heappush(heap, (vclock + times[i], i))
+
+    while next_launch < n or heap:
+        rate = 1.0 if load <= 1.0 else 1.0 / load
+        t_launch = launch_done[next_launch] if next_launch < n else math.inf
+        t_finish = now + (heap[0][0] - vclock) / rate if heap else math.inf
+        retry: list[int] = []
+        if t_launch <= t_finish:
+            vclock += (t_launch - now) * rate
+            now = t_launch
+            q = queue[next_launch]
+            pending[q].append(next_launch)
+            next_launch += 1
+            retry.append(q)
+        else:
+            vclock = heap[0][0]
+            now = t_finish
+            while heap and heap[0][0] <= vclock + _EPS * max(1.0, vclock):
+                _, i = heapq.heappop(heap)
+                end[i] = now
+                done[i] = 1
+                q = queue[i]
+                running[q] = -1
+                load -= occ[i]
+                retry.append(q)
+                retry.extend(blocked_on.pop(i, ()))
+            if not heap:
+                load = 0.0  # drop accumulated rounding
         while retry:
             try_start(retry.pop(), retry)
     return launch_done, start, end
