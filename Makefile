@@ -38,6 +38,9 @@ bench: $(STAMP)
 	$(PY) bench/allocator_scale.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/memory_quality.py
 	OMP_NUM_THREADS=1 $(PY) bench/zoo_peaks.py
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/comm_peaks.py --model bench/models/llama.py:llama_8b_short
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/knob_plans.py --model bench/models/llama.py:llama_8b_short
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 PYTHONPATH=tests $(PY) bench/gloo_ranks.py
 	OMP_NUM_THREADS=1 $(PY) bench/cpu_runtime.py --models squeezenet inception_v3 randwire nasnet_a --repeat 5
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/cpu_allocations.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/training_capture.py

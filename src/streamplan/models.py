@@ -29,9 +29,13 @@ class ModelRequest:
     ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function`` or ``.onnx``;
     ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model;
     ``train`` asks for one training step (forward, loss, backward) instead of inference,
-    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``).
+    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``); ``parallel`` (a
+    ``ParallelPlan`` or its text, ``fsdp=8``) turns the step into one rank's program, and
+    ``batch`` is then each rank's batch.
     Every field changes the graph, so the capture cache keys on all of them
-    (``streamplan.cache``): a field added here is part of the key without further work.
+    (``streamplan.cache``): a field added here is part of the key without further work. (A
+    plan is applied to the cached step on every load: it is quick, and the captured step is
+    shared by every plan.)
     """
 
     spec: str
@@ -39,10 +43,28 @@ class ModelRequest:
     dtype: str | None = None
     train: bool = False
     optimizer: str = "none"
+    parallel: Any = None  # ParallelPlan | None (parsed from text when made)
+
+    def __post_init__(self) -> None:
+        if self.parallel is not None:
+            from streamplan.parallel.plan import ParallelPlan
+
+            object.__setattr__(self, "parallel", ParallelPlan.parse(self.parallel))
+            if not self.train:
+                raise ModelSpecError(
+                    f"a parallel plan ({self.parallel}) splits a training step over ranks",
+                    where=self.spec,
+                    hint="ask for the training step as well (--train, or train=True)",
+                )
 
     def fields(self) -> dict[str, Any]:
         """Every field by name (what the capture cache keys on)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if out["parallel"] is None:
+            del out["parallel"]  # keys of requests without a plan stay as they were
+        else:
+            out["parallel"] = out["parallel"].describe()
+        return out
 
     @property
     def captures(self) -> bool:
@@ -63,6 +85,16 @@ class ModelRequest:
 
     def load(self, *, cache: CaptureCache | None = None, progress: ProgressFn = no_progress) -> Graph:
         """The request's graph, verified; captures go through ``cache`` when one is given."""
+        if self.parallel is not None:
+            from streamplan.parallel import rank_program
+
+            step = dataclasses.replace(self, parallel=None).load(cache=cache, progress=progress)
+            progress(
+                f"{self.spec}: one rank's program ({self.parallel.strategy}={self.parallel.ranks})",
+                None,
+                None,
+            )
+            return rank_program(step, self.parallel)
         check_request(self.spec, self.batch, self.dtype)
         if cache is not None and self.captures:
             graph = cache.get(self)
@@ -245,9 +277,9 @@ def training_problem_of(spec: str, *, batch: int | None = None) -> tuple[Any, st
     from streamplan.frontends.training import TrainingProblem
 
     if ".py:" in spec:
-        module, inputs, loss_fn = _load_user(spec, batch=batch)
+        module, inputs, loss_fn, targets = _load_user(spec, batch=batch, with_targets=True)
         return TrainingProblem(
-            module, inputs, loss_fn, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
+            module, inputs, loss_fn, targets, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
         ), Path(spec.rpartition(":")[0]).stem
     from streamplan.zoo.registry import get_model
     from streamplan.zoo.training import training_problem
@@ -292,8 +324,10 @@ def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any
     return module, inputs
 
 
-def _load_user(spec: str, *, batch: int | None = None) -> tuple[Any, Any, Any]:
-    """Import ``path/to/file.py``, call ``function()``: ``(module, example_inputs[, loss_fn])``."""
+def _load_user(spec: str, *, batch: int | None = None, with_targets: bool = False) -> tuple[Any, ...]:
+    """Import ``path/to/file.py``, call ``function()``: ``(module, example_inputs[, loss_fn[,
+    targets]])``; ``targets`` (a tuple of tensors the loss reads after the output, split with
+    the batch when ranks share it) is returned only ``with_targets``."""
     path_text, _, func_name = spec.rpartition(":")
     path = Path(path_text)
     if not path.is_file():
@@ -318,17 +352,22 @@ def _load_user(spec: str, *, batch: int | None = None) -> tuple[Any, Any, Any]:
         result = fn()
     except Exception as e:
         raise ModelSpecError(f"{func_name}() raised {type(e).__name__}: {e}", where=spec) from None
-    if not (isinstance(result, tuple) and len(result) in (2, 3)):
+    if not (isinstance(result, tuple) and len(result) in (2, 3, 4)):
         raise ModelSpecError(
-            f"{func_name}() must return (module, example_inputs) or (module, example_inputs, loss_fn), "
-            f"got {type(result).__name__}",
+            f"{func_name}() must return (module, example_inputs), (module, example_inputs, loss_fn) or "
+            f"(module, example_inputs, loss_fn, targets), got {type(result).__name__}",
             where=spec,
         )
-    module, inputs, loss_fn = (*result, None) if len(result) == 2 else result
+    module, inputs, loss_fn, targets = (*result, None, ())[:4] if len(result) == 2 else (*result, ())[:4]
+    if not isinstance(targets, (tuple, list)):
+        targets = (targets,)
     if loss_fn is not None and not callable(loss_fn):
         raise ModelSpecError(f"the loss function {func_name}() returned is not callable", where=spec)
     if batch is not None:
         inputs = _rebatch(inputs, batch)
+        targets = _rebatch(tuple(targets), batch)
+    if with_targets:
+        return module, inputs, loss_fn, tuple(targets)
     return module, inputs, loss_fn
 
 
@@ -339,8 +378,8 @@ def _rebatch(inputs: Any, batch: int) -> Any:
         if isinstance(x, torch.Tensor) and x.dim() > 0:
             shape = (batch, *x.shape[1:])
             if x.is_floating_point():
-                return torch.randn(shape, dtype=x.dtype)
-            return torch.zeros(shape, dtype=x.dtype)
+                return torch.randn(shape, dtype=x.dtype, device=x.device)
+            return torch.zeros(shape, dtype=x.dtype, device=x.device)
         if isinstance(x, (list, tuple)):
             return type(x)(fix(y) for y in x)
         return x

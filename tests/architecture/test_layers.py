@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "progress", "files", "units"},
     {"ir"},
     {"cost", "frontends"},
-    {"zoo", "models", "cache"},
+    {"zoo", "models", "cache", "parallel"},
     {"schedule"},
     {"fusion"},
     {"memory"},

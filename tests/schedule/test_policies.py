@@ -26,7 +26,7 @@ def _check(graph, schedule, max_streams):
 
 
 def test_policy_names_in_display_order():
-    assert POLICIES == ("sequential", "memory", "wavefront", "asap", "nimble", "ios", "budget")
+    assert POLICIES == ("sequential", "memory", "wavefront", "asap", "nimble", "ios", "budget", "overlap")
     assert set(LOCAL) >= {"sequential", "memory", "wavefront", "asap", "nimble"}
 
 

@@ -10,12 +10,14 @@ from streamplan.app.analysis import PolicyRun, run_policy
 from streamplan.app.fusion_note import FusionNote, fusion_note
 from streamplan.cost.bound import LatencyBound, latency_bound
 from streamplan.cost.opcost import AnalyticCostModel
+from streamplan.cost.overlap import CommOverlap, comm_overlap
 from streamplan.cost.simulate import critical_path_ms, simulate
 from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
 from streamplan.ir.analysis import max_parallelism
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
+from streamplan.memory.comm_explain import CommPeakNote, comm_peak_note
 from streamplan.memory.explain import PeakComparison, PeakExplanation, compare_peaks, explain_peak
 from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.memory.liveness import liveness
@@ -134,6 +136,8 @@ class ExplainResult:
     breakdowns: tuple[MemoryBreakdown, ...] = ()
     latency: LatencyNote | None = None
     fusion: FusionNote | None = None  # when ops were fused before scheduling
+    comm: CommPeakNote | None = None  # collective buffers at the peak held at host launch
+    overlap: CommOverlap | None = None  # communication hidden behind compute on the timeline
 
     def to_dict(self) -> dict[str, Any]:
         d = self.explanation.to_dict()
@@ -145,6 +149,11 @@ class ExplainResult:
         d["fusion_mode"] = self.run.fusion_mode
         if self.fusion is not None:
             d["fusion"] = self.fusion.to_dict()
+        if self.comm is not None:
+            d["communication"] = {
+                **self.comm.to_dict(),
+                "overlap": None if self.overlap is None else self.overlap.to_dict(),
+            }
         return d
 
 
@@ -199,6 +208,9 @@ def explain_run(
         result = explain_peak(graph, s, report=report)
         if graph.is_training:
             breakdowns = (memory_breakdown(graph, s, report=report),)
+    comm = None
+    if report.launch_time is not None and report.launch_time.communicates:
+        comm = comm_peak_note(graph, s, report.launch_time.worst)
     return ExplainResult(
         run=run,
         explanation=result,
@@ -206,6 +218,8 @@ def explain_run(
         serial_peak_note=serial_peak_note(graph, s, report=report),
         breakdowns=breakdowns,
         latency=latency_note(graph, run, ctx),
+        comm=comm,
+        overlap=comm_overlap(graph, run.timeline) if comm is not None else None,
     )
 
 

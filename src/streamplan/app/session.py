@@ -195,7 +195,11 @@ class Session:
         memory: bool = True,
         schedules: Sequence[tuple[str, StreamSchedule]] = (),
     ) -> Comparison:
-        """Every policy's row (the baseline first), then one row per saved schedule."""
+        """Every policy's row (the baseline first), then one row per saved schedule; a rank
+        program (``parallel=``) is also scheduled with ``overlap`` unless ``policies`` say
+        otherwise."""
+        if policies is DEFAULT_POLICIES and "parallel" in self.graph.meta:
+            policies = (*policies, "overlap")
         rows = compare_policies(
             self.graph,
             list(policies),
@@ -367,6 +371,7 @@ def analyze(
     cache: bool = True,
     progress: ProgressFn = no_progress,
     settings: Settings | None = None,
+    parallel: Any = None,
     **setting_fields: Any,
 ) -> Session:
     """A ``Session`` on ``model`` under ``settings`` (or ``Settings(**setting_fields)``).
@@ -375,12 +380,18 @@ def analyze(
     ``model.onnx``; captured through the capture cache unless ``cache=False``), a ``Graph``, or
     a ``torch.nn.Module`` with ``example_inputs``. ``train=True`` makes it one training step
     (``optimizer``: none, sgd, momentum or adam; for a module, ``loss_fn(output, *targets)``,
-    the sum of the outputs when None).
+    the sum of the outputs when None). ``parallel`` (a ``ParallelPlan`` or its text:
+    ``"fsdp=8"``, ``"ddp=8,bucket=25MiB"``) turns the training step into one rank's program
+    (``docs/distributed.md``); ``batch`` is then each rank's batch.
     """
     if settings is not None and setting_fields:
         raise ScheduleError("give either settings= or setting fields, not both")
     settings = settings if settings is not None else Settings(**setting_fields)
     if isinstance(model, Graph):
+        if parallel is not None:
+            from streamplan.parallel import rank_program
+
+            return Session(rank_program(model, parallel), settings, progress=progress)
         if train or batch is not None or dtype is not None or example_inputs is not None:
             raise ModelSpecError(
                 f"{model.name}: a graph is already captured: train, batch, dtype and example inputs "
@@ -398,9 +409,13 @@ def analyze(
             )
         if optimizer != "none" and not train:
             raise ModelSpecError(f"optimizer={optimizer!r} needs train=True", hint="add train=True")
-        request = ModelRequest(model, batch=batch, dtype=dtype, train=train, optimizer=optimizer)
+        request = ModelRequest(
+            model, batch=batch, dtype=dtype, train=train, optimizer=optimizer, parallel=parallel
+        )
         graph = request.load(cache=CaptureCache() if cache else None, progress=progress)
         return Session(graph, settings, source=request, progress=progress)
+    if parallel is not None and not train:
+        raise ModelSpecError("a parallel plan splits a training step over ranks", hint="add train=True")
     if example_inputs is None:
         raise ModelSpecError(
             f"cannot analyze a {type(model).__name__} without example inputs",
@@ -417,6 +432,10 @@ def analyze(
 
         problem = TrainingProblem(model, tuple(inputs), loss_fn, tuple(targets), "the given loss function")
         graph = capture_training(problem, optimizer=optimizer, name=name)
+        if parallel is not None:
+            from streamplan.parallel import rank_program
+
+            graph = rank_program(graph, parallel)
         return Session(graph, settings, source=(problem, optimizer), progress=progress)
     from streamplan.frontends.torch_capture import capture
 

@@ -21,6 +21,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     StreamsOpt,
     TrainOpt,
     check_file,
@@ -54,6 +55,7 @@ def pareto(
     force: bool = ForceOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -85,7 +87,16 @@ def pareto(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         front = pareto_front(g, ctx, points=points, budget=kind)
         image = render_front(front, fmt=fmt) if fmt else None
     if output and image is not None:
@@ -96,3 +107,45 @@ def pareto(
         emit_json(front.to_dict())
         return
     out.print(front_tables(front))
+
+
+@app.command("plan")
+def plan_command(
+    model: str = ModelArg,
+    parallel: str = typer.Option(
+        ..., "--parallel", help="the plan whose knobs to choose: fsdp=8 or ddp=8 (docs/distributed.md)"
+    ),
+    budget: str | None = typer.Option(
+        None, "--budget", help="memory per rank the worst-case allocator peak must fit: 70GiB, 80GB, bytes"
+    ),
+    device: str = DeviceOpt,
+    batch: int | None = BatchOpt,
+    dtype: str | None = DtypeOpt,
+    optimizer: str = typer.Option(
+        "adam", "--optimizer", help="the update in the step: sgd, momentum or adam"
+    ),
+    no_cache: bool = NoCacheOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Choose a parallel plan's knobs (prefetch, in-flight limit, reshard, record_stream, buckets):
+    the fastest simulated step whose worst-case allocator peak fits the budget, and the Pareto front."""
+    from streamplan.app.context import make_context
+    from streamplan.app.parallel import plan_knobs
+
+    with progress_display(err) as progress:
+        ctx = make_context(device=device, progress=progress)
+        result = plan_knobs(
+            model,
+            parallel,
+            budget=budget,
+            batch=batch,
+            dtype=dtype,
+            optimizer=optimizer,
+            ctx=ctx,
+            cache=not no_cache,
+        )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    for line in result.lines():
+        out.print(line, markup=False, soft_wrap=True)

@@ -63,6 +63,13 @@ TrainOpt = typer.Option(
     "--train",
     help="one training step (forward, loss, backward, optimizer update) instead of inference",
 )
+ParallelOpt = typer.Option(
+    None,
+    "--parallel",
+    help="with --train: one rank's program under a parallel plan: fsdp=8, ddp=8, "
+    "fsdp=8,prefetch=2,in_flight=none,reshard=false,record_stream=false, ddp=8,bucket=25MiB "
+    "(--batch is each rank's batch; docs/distributed.md)",
+)
 OptimizerOpt = typer.Option(
     "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
 )
@@ -156,6 +163,7 @@ def load_graph(
     no_cache: bool = False,
     train: bool = False,
     optimizer: str = "none",
+    parallel: str | None = None,
 ):
     """The model's graph (captured, built or read; captures through the capture cache unless
     ``no_cache``), with a progress step while it loads.
@@ -170,7 +178,13 @@ def load_graph(
         raise ModelSpecError(
             f"--optimizer {optimizer} needs --train", hint="add --train, or drop --optimizer"
         )
-    request = ModelRequest(model, batch=batch, dtype=dtype, train=train, optimizer=optimizer)
+    if parallel is not None and not train:
+        raise ModelSpecError(
+            f"--parallel {parallel} splits a training step over ranks", hint="add --train, or drop --parallel"
+        )
+    request = ModelRequest(
+        model, batch=batch, dtype=dtype, train=train, optimizer=optimizer, parallel=parallel
+    )
     graph = request.load(cache=None if no_cache else CaptureCache(), progress=progress or no_progress)
     if train:
         from streamplan.ir.training import training_step

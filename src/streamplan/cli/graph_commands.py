@@ -14,6 +14,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     TrainOpt,
     emit_json,
     err,
@@ -55,6 +56,7 @@ def show(
     graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -62,7 +64,16 @@ def show(
     from streamplan.ir.analysis import critical_path_ops, max_parallelism
 
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         progress("maximum parallelism", None, None)
         par = max_parallelism(g)
         training = None
@@ -128,6 +139,7 @@ def export(
     dtype: str | None = DtypeOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     force: bool = ForceOpt,
 ) -> None:
@@ -137,6 +149,15 @@ def export(
 
     check_file(output, force=force, protected=(model,))
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
     write_file(output, dumps(g), force=force, protected=(model,))
     err.print(f"wrote {output}: {len(g.nodes)} ops")

@@ -18,6 +18,7 @@ from streamplan.cli.common import (
     JsonOpt,
     ModelArg,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     StreamsOpt,
     TimeLimitOpt,
@@ -47,6 +48,7 @@ def codegen(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = typer.Option(
         "none",
@@ -67,7 +69,7 @@ def codegen(
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
-        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer, parallel=parallel)
         result = codegen_policy(
             g, saved if saved is not None else policy, ctx, model=model, class_name=class_name
         )
@@ -101,6 +103,7 @@ def report(
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = FusionOpt,
     pareto_points: int = typer.Option(
@@ -124,7 +127,7 @@ def report(
         ctx = make_context(
             device=device, max_streams=max_streams, progress=progress, fusion=fusion, time_limit_s=time_limit
         )
-        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer, parallel=parallel)
         result = report_model(
             g,
             names,

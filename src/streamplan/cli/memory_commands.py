@@ -24,6 +24,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
@@ -93,6 +94,7 @@ def memory_cmd(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -117,7 +119,16 @@ def memory_cmd(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
         analysis = analyze_run_memory(
             g,
@@ -161,6 +172,7 @@ def explain(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -191,7 +203,16 @@ def explain(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
         if saved is None and not (vs and vs.endswith(".json")):
             result = explain_policy(g, policy, ctx, vs=vs)  # fused, vs schedules the same kernels
@@ -228,6 +249,7 @@ def plot(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -258,7 +280,16 @@ def plot(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         saved = [load_schedule(f, g) for f in schedule_files or ()]
         curves = memory_curves(g, names, ctx)
         curves += [memory_curve(g, run_schedule(g, s, ctx), ctx) for s in saved]

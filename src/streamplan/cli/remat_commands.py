@@ -16,6 +16,7 @@ from streamplan.cli.common import (
     MeasuredOpt,
     ModelArg,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     StreamsOpt,
     TrainOpt,
@@ -51,6 +52,7 @@ def remat(
     batch: int | None = BatchOpt,
     dtype: str | None = DtypeOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     include_inputs: bool = IncludeInputsOpt,
     include_params: bool = IncludeParamsOpt,
@@ -102,7 +104,7 @@ def remat(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
+        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer, parallel=parallel)
         plan = plan_remat(
             g,
             budget,

@@ -13,6 +13,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
@@ -48,6 +49,7 @@ def run(
     no_cache: bool = NoCacheOpt,
     force: bool = ForceOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = FusionOpt,
     cuda_graphs: bool = typer.Option(
@@ -80,6 +82,13 @@ def run(
                 hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
             )
         check_file(trace, force=force, protected=(model,))
+    if parallel is not None:
+        if not train:
+            raise ModelSpecError(f"--parallel {parallel} runs a training step", hint="add --train")
+        _run_parallel(
+            model, parallel, batch, optimizer, policy, max_streams, repeat, chaos, seed, on, as_json
+        )
+        return
     with progress_display(err) as progress:
         ctx = make_context(
             device=device or profile_for(on),
@@ -88,7 +97,16 @@ def run(
             fusion=fusion,
             cuda_graphs=cuda_graphs,
         )
-        graph = load_graph(model, batch, None, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        graph = load_graph(
+            model,
+            batch,
+            None,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         saved = load_schedule(schedule_file, graph, fusion=fusion) if schedule_file else None
         report = run_model(
             model,
@@ -128,3 +146,34 @@ def demo() -> None:
     from streamplan.cli.demo import run_demo
 
     run_demo(out)
+
+
+def _run_parallel(model, parallel, batch, optimizer, policy, max_streams, repeat, chaos, seed, on, as_json):
+    """``run --parallel``: one gloo process per rank, compared with eager on the whole batch."""
+    from streamplan.app.context import make_context
+    from streamplan.app.parallel import run_parallel
+    from streamplan.errors import ModelSpecError
+
+    if on != "cpu":
+        raise ModelSpecError(
+            "--parallel runs its ranks as CPU processes over gloo",
+            hint="drop --on cuda (NCCL ranks on GPUs are not launched by streamplan)",
+        )
+    with progress_display(err) as progress:
+        progress("starting one process per rank (gloo)", None, None)
+        result = run_parallel(
+            model,
+            parallel,
+            batch=batch,
+            optimizer=optimizer,
+            policy=policy,
+            ctx=make_context(device="cpu", max_streams=max_streams, progress=progress),
+            repeat=repeat,
+            chaos=chaos,
+            seed=seed,
+        )
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    for line in result.lines():
+        out.print(line, markup=False)

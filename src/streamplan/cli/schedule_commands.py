@@ -24,6 +24,7 @@ from streamplan.cli.common import (
     ModelArg,
     NoCacheOpt,
     OptimizerOpt,
+    ParallelOpt,
     PolicyOpt,
     ScheduleFileOpt,
     StreamsOpt,
@@ -63,6 +64,7 @@ def schedule(
     budget_figure: str = BudgetFigureOpt,
     force: bool = ForceOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
@@ -86,7 +88,16 @@ def schedule(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         progress(f"{policy}: scheduling", None, None)
         s = schedule_with_fusion(g, policy, ctx).schedule
     if output:
@@ -110,6 +121,7 @@ def verify_cmd(
     dtype: str | None = DtypeOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -121,7 +133,16 @@ def verify_cmd(
 
     s = StreamSchedule.load(schedule_file)
     with progress_display(err) as progress:
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         progress("verifying", None, None)
         mismatch = fingerprint_mismatch(s.meta, g)
         # made for another graph: say that in one line rather than list every unknown op
@@ -159,6 +180,7 @@ def simulate(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -184,7 +206,16 @@ def simulate(
             progress=progress,
             fusion=fusion,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
     s, tl = run.schedule, run.timeline
     if trace:
@@ -212,6 +243,12 @@ def simulate(
     }
     if coverage is not None:
         result["measured"] = coverage.to_dict()
+    comm = None
+    if any(n.op.startswith("comm.") for n in run.scheduled_graph(g).nodes):
+        from streamplan.cost.overlap import comm_overlap
+
+        comm = comm_overlap(run.scheduled_graph(g), tl)
+        result["communication"] = comm.to_dict()
     if as_json:
         emit_json(result)
         return
@@ -226,6 +263,8 @@ def simulate(
         )
     if coverage is not None:
         out.print(f"  {coverage.text()}")
+    if comm is not None:
+        out.print(f"  {comm}")
     if trace:
         err.print(f"wrote {trace} (open in ui.perfetto.dev)")
 
@@ -269,6 +308,7 @@ def compare(
     time_limit: float = TimeLimitOpt,
     no_cache: bool = NoCacheOpt,
     train: bool = TrainOpt,
+    parallel: str | None = ParallelOpt,
     optimizer: str = OptimizerOpt,
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
@@ -294,7 +334,16 @@ def compare(
             time_limit_s=time_limit,
             progress=progress,
         )
-        g = load_graph(model, batch, dtype, progress, no_cache=no_cache, train=train, optimizer=optimizer)
+        g = load_graph(
+            model,
+            batch,
+            dtype,
+            progress,
+            no_cache=no_cache,
+            train=train,
+            optimizer=optimizer,
+            parallel=parallel,
+        )
         saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
         rows = compare_policies(
             g, names, ctx, memory=memory, includes=includes, schedules=saved, fusions=modes

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from streamplan.cost.links import Interconnect, interconnect
 from streamplan.errors import ModelSpecError
 
 TERA = 1e12
@@ -61,6 +62,8 @@ class DeviceProfile:
     graph_launch_ms: float | None = None  # host time of one CUDA graph launch (None: no CUDA graphs)
     graph_node_ms: float = 0.0  # fixed device time of a kernel node in a CUDA graph (for kernel_fixed_ms)
     graph_edge_ms: float = 0.0  # device latency of a graph edge between nodes on different streams
+    # -- communication: the links between devices (cost/links.py); None: no collectives modelled
+    interconnect: Interconnect | None = None
 
     @property
     def has_cuda_graphs(self) -> bool:
@@ -105,6 +108,7 @@ DEVICES: dict[str, DeviceProfile] = {
         kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
         **_GPU_EVENTS,
         **_GPU_GRAPHS,
+        interconnect=interconnect("nvlink2", "ib-hdr"),
     ),
     "a100": DeviceProfile(
         "a100",
@@ -123,6 +127,7 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_EVENTS,
         **_GPU_GRAPHS,
         conv_tf32=True,
+        interconnect=interconnect("nvlink3", "ib-hdr"),
     ),
     "h100": DeviceProfile(
         "h100",
@@ -141,6 +146,7 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_EVENTS,
         **_GPU_GRAPHS,
         conv_tf32=True,
+        interconnect=interconnect("nvlink4", "ib-ndr"),
     ),
     "h200": DeviceProfile(
         "h200",
@@ -159,6 +165,7 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_EVENTS,
         **_GPU_GRAPHS,
         conv_tf32=True,
+        interconnect=interconnect("nvlink4", "ib-ndr"),
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
     # Calibrated on streamplan's own CPU runtime (one worker thread per stream, torch at one
@@ -182,6 +189,8 @@ DEVICES: dict[str, DeviceProfile] = {
         event_record_ms=0.005,
         event_wait_ms=0.005,
         event_resume_ms=0.02,  # a worker thread woken by threading.Event
+        # ranks are processes of one host, talking through gloo (one "node" holds them all)
+        interconnect=interconnect("loopback", "loopback", devices_per_node=64, base_ms=0.1),
     ),
 }
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from streamplan.cost.devices import DeviceProfile, get_device
 from streamplan.errors import ModelSpecError
+from streamplan.ir.collectives import collective_of, is_collective
 from streamplan.ir.dtypes import numel
 from streamplan.ir.fused import is_concat_in_place, kernel_op
 from streamplan.ir.graph import Graph, Node
@@ -155,6 +156,9 @@ class DeviceFacts:
         )
 
 
+COMPUTE, LINK = 0, 1  # the resources ops share in the simulator (``CostModel.resource``)
+
+
 class CostModel(ABC):
     """What the simulator needs to know about an op on a device."""
 
@@ -180,6 +184,11 @@ class CostModel(ABC):
     def is_kernel(self, graph: Graph, node: Node) -> bool:
         """False for ops that launch nothing (views); they still keep their stream order."""
         return not is_view_op(graph, node)
+
+    def resource(self, graph: Graph, node: Node) -> int:
+        """What the op's time is spent on: ``COMPUTE`` (the SMs, shared by the kernels running
+        at once) or ``LINK`` (the links between devices, shared by the collectives in flight)."""
+        return LINK if is_collective(node) else COMPUTE
 
 
 class AnalyticCostModel(CostModel):
@@ -209,6 +218,8 @@ class AnalyticCostModel(CostModel):
     def op_time_ms(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
             return 0.0
+        if is_collective(node):
+            return self.collective_time(graph, node)[0]
         d = self.device
         gemm = op_base_name(kernel_op(node)) in GEMM_OPS  # a fused kernel costs as its anchor's class
         peak = d.peak(self._precision(graph, node, gemm))
@@ -227,6 +238,8 @@ class AnalyticCostModel(CostModel):
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
             return 0.0
+        if is_collective(node):
+            return 1.0  # of the links: collectives in flight share their bandwidth
         blocks, slots = self._blocks(graph, node, op_base_name(kernel_op(node)) in GEMM_OPS)
         return min(self.device.max_op_fraction, blocks / slots)
 
@@ -234,6 +247,20 @@ class AnalyticCostModel(CostModel):
         if self.cuda_graphs or is_view_op(graph, node):
             return 0.0  # in a CUDA graph the host launches the graph, not the kernel
         return self.device.launch_overhead_ms
+
+    def collective_time(self, graph: Graph, node: Node) -> tuple[float, str]:
+        """A collective's time on the profile's interconnect, and the algorithm (ring, tree)."""
+        from streamplan.cost.links import collective_time_ms
+
+        net = self.device.interconnect
+        if net is None:
+            raise ModelSpecError(
+                f"the {self.device.name} profile has no interconnect: collective {node.id} cannot be costed",
+                hint="give the profile an interconnect (streamplan.cost.links.interconnect)",
+            )
+        coll = collective_of(graph, node)
+        assert coll is not None
+        return collective_time_ms(coll, net, stride=int(node.attrs.get("group_stride", 1)))
 
     # -- internals ----------------------------------------------------------
     def _precision(self, graph: Graph, node: Node, gemm: bool) -> str:

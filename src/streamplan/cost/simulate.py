@@ -7,7 +7,8 @@ Semantics (``docs/simulator.md``):
 - each stream runs its ops in launch order, one at a time; streams beyond the
   device's hardware queues (8 by default) share a queue and so serialise in issue
   order, as CUDA's connections do;
-- a wait blocks its stream until the op it names has finished;
+- a wait blocks its stream until the op it names has finished; a host wait blocks the
+  host (and so every later launch) until the op it names has finished;
 - with CUDA graphs (``DeviceFacts.cuda_graphs``) the host issues one graph launch
   before anything runs and nothing per op; cross-stream waits are graph edges with
   a device-side latency (the ops' per-node overhead is in their times);
@@ -15,7 +16,10 @@ Semantics (``docs/simulator.md``):
   time T progresses at ``min(1, 1/S) / T`` per ms, where S is the sum of the
   occupancies of the running ops. Because every running op has the same factor, a
   single "virtual clock" V with ``dV/dt = min(1, 1/S)`` tells when each op ends
-  (at ``V_start + T``), so one heap gives O(log n) per event.
+  (at ``V_start + T``), so one heap gives O(log n) per event;
+- collectives are not SM-bound: they share the links between devices
+  (``CostModel.resource``), by processor sharing among the collectives in flight, with
+  a virtual clock of their own, and leave the SMs to the kernels running beside them.
 """
 
 from __future__ import annotations
@@ -40,23 +44,26 @@ _EPS = 1e-12
 
 @dataclass(frozen=True, slots=True)
 class OpCosts:
-    """Per-op cost facts in launch order (what the event loop consumes)."""
+    """Per-op cost facts in launch order (what the event loop consumes); ``resource`` says
+    what each op's occupancy is of (``opcost.COMPUTE`` or ``opcost.LINK``; empty: compute)."""
 
     time_ms: tuple[float, ...]
     occupancy: tuple[float, ...]
     launch_ms: tuple[float, ...]
+    resource: tuple[int, ...] = ()
 
 
 def op_costs(graph: Graph, ops: Sequence[str], cost: CostModel) -> OpCosts:
-    """Standalone time, occupancy and launch overhead of ``ops`` (view ops: zero time)."""
-    times, occ, launch = [], [], []
+    """Standalone time, occupancy, launch overhead and resource of ``ops`` (view ops: zero time)."""
+    times, occ, launch, resource = [], [], [], []
     for op in ops:
         node = graph.node(op)
         t = max(0.0, float(cost.op_time_ms(graph, node)))
         times.append(t)
         occ.append(min(1.0, max(0.0, float(cost.occupancy(graph, node)))) if t > 0 else 0.0)
         launch.append(max(0.0, float(cost.launch_overhead_ms(graph, node))))
-    return OpCosts(tuple(times), tuple(occ), tuple(launch))
+        resource.append(cost.resource(graph, node))
+    return OpCosts(tuple(times), tuple(occ), tuple(launch), tuple(resource) if any(resource) else ())
 
 
 def critical_path_ms(graph: Graph, cost: CostModel | str = "v100") -> float:
@@ -110,12 +117,19 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
     slot = {s: k % max_queues for k, s in enumerate(stream_ids)}
     queue = [slot[schedule.streams[op]] for op in order]
     waits: list[list[int]] = [[] for _ in order]
-    for w in schedule.waits:
+    # a CUDA graph is launched whole: what the host would wait for becomes edges of the graph
+    device_waits = schedule.ordering_waits() if facts.cuda_graphs else schedule.waits
+    for w in device_waits:
         waits[index[w.before]].append(index[w.after])
-    costs = _with_event_costs(costs, waits, facts)
+    host_waits: list[list[int]] | None = None
+    if schedule.host_waits and not facts.cuda_graphs:
+        host_waits = [[] for _ in order]
+        for w in schedule.host_waits:
+            host_waits[index[w.before]].append(index[w.after])
+    costs = _with_event_costs(costs, waits, facts, host_waits or ())
     if facts.cuda_graphs and costs.launch_ms:
         costs = _with_graph_launch(costs, facts.graph_launch_ms)
-    launch_done, start, end = run_events(costs, queue, waits)
+    launch_done, start, end = run_events(costs, queue, waits, host_waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
         raise ScheduleError(
@@ -140,13 +154,19 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
     return Timeline(spans, makespan, busy, model.device_name, meta)
 
 
-def _with_event_costs(costs: OpCosts, waits: Sequence[Sequence[int]], facts: DeviceFacts) -> OpCosts:
-    """Charge events: the host records and waits (launch time), the released stream resumes late."""
+def _with_event_costs(
+    costs: OpCosts,
+    waits: Sequence[Sequence[int]],
+    facts: DeviceFacts,
+    host_waits: Sequence[Sequence[int]] = (),
+) -> OpCosts:
+    """Charge events: the host records and waits (launch time), the released stream resumes late
+    (a host wait costs the host a wait call too; its resumption is the host's own)."""
     rec, wait, resume = facts.event_record_ms, facts.event_wait_ms, facts.event_resume_ms
-    if not (rec or wait or resume) or not any(waits):
+    if not (rec or wait or resume) or not (any(waits) or any(host_waits)):
         return costs
     launch, times = list(costs.launch_ms), list(costs.time_ms)
-    recorded = {u for ws in waits for u in ws}
+    recorded = {u for ws in (*waits, *host_waits) for u in ws}
     for u in recorded:
         launch[u] += rec
     for i, ws in enumerate(waits):
@@ -154,25 +174,130 @@ def _with_event_costs(costs: OpCosts, waits: Sequence[Sequence[int]], facts: Dev
             launch[i] += wait * len(ws)
             if times[i] > 0:
                 times[i] += resume
-    return OpCosts(tuple(times), costs.occupancy, tuple(launch))
+    for i, ws in enumerate(host_waits):
+        launch[i] += wait * len(ws)
+    return OpCosts(tuple(times), costs.occupancy, tuple(launch), costs.resource)
 
 
 def _with_graph_launch(costs: OpCosts, graph_launch_ms: float) -> OpCosts:
     """The one graph launch comes before the first op can start (the host issues nothing else)."""
     launch = list(costs.launch_ms)
     launch[0] += graph_launch_ms
-    return OpCosts(costs.time_ms, costs.occupancy, tuple(launch))
+    return OpCosts(costs.time_ms, costs.occupancy, tuple(launch), costs.resource)
 
 
 def run_events(
-    costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
+    costs: OpCosts,
+    queue: Sequence[int],
+    waits: Sequence[Sequence[int]],
+    host_waits: Sequence[Sequence[int]] | None = None,
 ) -> tuple[list[float], list[float], list[float]]:
     """The event loop on plain arrays (ops numbered in launch order).
 
     ``queue[i]`` is op i's hardware queue, ``waits[i]`` the ops it waits for (each
-    launched before i). Returns (launch done, start, end) per op; ops that never
-    ran (deadlock) have NaN times.
+    launched before i), ``host_waits[i]`` the ops the host waits for before launching
+    i. Returns (launch done, start, end) per op; ops that never ran (deadlock) have
+    NaN times. Each resource (``costs.resource``) has its own virtual clock and load.
     """
+    if host_waits is None and not costs.resource:
+        return _run_events_one_resource(costs, queue, waits)
+    n = len(queue)
+    times, occ, launch_ms = costs.time_ms, costs.occupancy, costs.launch_ms
+    res = costs.resource or (0,) * n
+    nres = (max(res) + 1) if n else 1
+    launch_done = [math.nan] * n
+    start = [math.nan] * n
+    end = [math.nan] * n
+    done = bytearray(n)
+    nq = (max(queue) + 1) if n else 0
+    pending: list[deque[int]] = [deque() for _ in range(nq)]
+    running = [-1] * nq
+    blocked_on: dict[int, list[int]] = {}
+    heaps: list[list[tuple[float, int]]] = [[] for _ in range(nres)]
+    vclock = [0.0] * nres
+    load = [0.0] * nres
+    now = host_t = 0.0
+    next_launch = 0
+
+    def launch_time() -> float:
+        """When the host finishes the next launch (inf while a host wait is unmet)."""
+        if next_launch >= n:
+            return math.inf
+        ready = host_t
+        if host_waits is not None:
+            for u in host_waits[next_launch]:
+                if not done[u]:
+                    return math.inf
+                ready = max(ready, end[u])
+        return ready + launch_ms[next_launch]
+
+    def try_start(q: int, retry: list[int]) -> None:
+        while running[q] < 0 and pending[q]:
+            i = pending[q][0]
+            for w in waits[i]:
+                if not done[w]:
+                    blocked_on.setdefault(w, []).append(q)
+                    return
+            pending[q].popleft()
+            start[i] = now
+            if times[i] <= 0.0:
+                end[i] = now
+                done[i] = 1
+                retry.extend(blocked_on.pop(i, ()))
+                continue
+            running[q] = i
+            r = res[i]
+            load[r] += occ[i]
+            heapq.heappush(heaps[r], (vclock[r] + times[i], i))
+
+    while True:
+        t_launch = launch_time()
+        t_finish, first = math.inf, -1
+        for r in range(nres):
+            if heaps[r]:
+                rate = 1.0 if load[r] <= 1.0 else 1.0 / load[r]
+                t = now + (heaps[r][0][0] - vclock[r]) / rate
+                if t < t_finish:
+                    t_finish, first = t, r
+        if t_launch == math.inf and first < 0:
+            break  # everything ran, or the rest is deadlocked
+        retry: list[int] = []
+        t_next = t_launch if t_launch <= t_finish else t_finish
+        for r in range(nres):  # every clock advances to the next event
+            rate = 1.0 if load[r] <= 1.0 else 1.0 / load[r]
+            vclock[r] += (t_next - now) * rate
+        now = t_next
+        if t_launch <= t_finish:
+            launch_done[next_launch] = host_t = t_launch
+            q = queue[next_launch]
+            pending[q].append(next_launch)
+            next_launch += 1
+            retry.append(q)
+        else:
+            heap = heaps[first]
+            vclock[first] = heap[0][0]
+            v = vclock[first]
+            while heap and heap[0][0] <= v + _EPS * max(1.0, v):
+                _, i = heapq.heappop(heap)
+                end[i] = now
+                done[i] = 1
+                q = queue[i]
+                running[q] = -1
+                load[first] -= occ[i]
+                retry.append(q)
+                retry.extend(blocked_on.pop(i, ()))
+            if not heap:
+                load[first] = 0.0  # drop accumulated rounding
+        while retry:
+            try_start(retry.pop(), retry)
+    return launch_done, start, end
+
+
+def _run_events_one_resource(
+    costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
+) -> tuple[list[float], list[float], list[float]]:
+    """``run_events`` when every op shares one resource and the host never waits (the common
+    case, kept on its own: one virtual clock and precomputed launch times are faster)."""
     n = len(queue)
     times, occ = costs.time_ms, costs.occupancy
     launch_done, t = [], 0.0

@@ -38,6 +38,9 @@ def format_node(graph: Graph, node: Node) -> str:
         note += f" (recompute of {of})"
     if node.after:
         note += " after " + ", ".join(node.after)
+    if node.op.startswith("comm."):  # a collective: who takes part
+        note += f" [group {node.attrs.get('group')} of {node.attrs.get('group_size')}]"
+
     return f"{outs} = {node.op}({ins})  # {node.id}{note}"
 
 

@@ -3,7 +3,16 @@
 The single host thread launches every op once, in ``launch_order``, onto
 ``streams[op]``. A ``Wait(after=u, before=v)`` means: record an event on u's
 stream right after u is launched, and make v's stream wait for it before v runs.
-Nothing else orders the device (see ``docs/schedules.md``).
+A host wait (``host_waits``, the same pair) makes the *host* block on u's event
+before it launches v: every op launched from v on starts after u has finished, and
+the host cannot run further ahead of the device (how FSDP's limit on all-gathers in
+flight works). Nothing else orders the device (see ``docs/schedules.md``).
+
+``record_stream`` says how the program frees a tensor used on streams other than the
+one it was allocated on: with ``record_stream`` (True, PyTorch's default) the caching
+allocator holds the block until the using streams' work queued so far is done; without
+(False) the program orders the reuse itself with event waits, and the block is reusable
+at once (the verifier checks that the waits make that safe).
 
 ``structure_problems`` is the one structural check of a schedule against a graph
 (every op launched once, on a stream, waits naming earlier launches); the
@@ -14,6 +23,7 @@ the waits order every dependency is the verifier's question
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -59,7 +69,7 @@ class Wait:
 
 @dataclass(frozen=True)
 class StreamSchedule:
-    """Host launch order, the stream of each op, and the cross-stream waits.
+    """Host launch order, the stream of each op, the cross-stream waits and the host waits.
 
     ``streams`` and ``meta`` are read-only mappings; edits return a new schedule
     (``replace``). Equality and hashing ignore ``meta`` (how it was found is not what it is).
@@ -70,17 +80,30 @@ class StreamSchedule:
     waits: tuple[Wait, ...] = ()
     policy: str = "custom"
     meta: Mapping[str, Any] = field(default_factory=FrozenDict, compare=False)  # search_time_s, stages...
+    host_waits: tuple[Wait, ...] = ()  # the host blocks on ``after``'s event before launching ``before``
+    record_stream: bool = True  # cross-stream frees are held until the using streams are done
 
     def __post_init__(self) -> None:
         if not isinstance(self.launch_order, tuple):
             object.__setattr__(self, "launch_order", tuple(self.launch_order))
         if not isinstance(self.waits, tuple):
             object.__setattr__(self, "waits", tuple(self.waits))
+        if not isinstance(self.host_waits, tuple):
+            object.__setattr__(self, "host_waits", tuple(self.host_waits))
+        object.__setattr__(self, "record_stream", bool(self.record_stream))
         object.__setattr__(self, "streams", freeze(self.streams))
         object.__setattr__(self, "meta", freeze(self.meta))
 
     def __hash__(self) -> int:
-        return hash((self.launch_order, tuple(self.streams.get(op) for op in self.launch_order), self.waits))
+        return hash(
+            (
+                self.launch_order,
+                tuple(self.streams.get(op) for op in self.launch_order),
+                self.waits,
+                self.host_waits,
+                self.record_stream,
+            )
+        )
 
     @property
     def num_streams(self) -> int:
@@ -89,8 +112,8 @@ class StreamSchedule:
 
     @property
     def num_events(self) -> int:
-        """Number of events recorded: one per distinct op that some wait refers to."""
-        return len({w.after for w in self.waits})
+        """Number of events recorded: one per distinct op that some wait (or host wait) refers to."""
+        return len({w.after for w in (*self.waits, *self.host_waits)})
 
     @property
     def num_waits(self) -> int:
@@ -105,6 +128,42 @@ class StreamSchedule:
         for w in self.waits:
             out.setdefault(w.before, []).append(w.after)
         return {k: tuple(v) for k, v in out.items()}
+
+    def host_waits_before(self) -> dict[str, tuple[str, ...]]:
+        """For each op, the ops whose events the host waits for before launching it."""
+        out: dict[str, list[str]] = {}
+        for w in self.host_waits:
+            out.setdefault(w.before, []).append(w.after)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def ordering_waits(self) -> tuple[Wait, ...]:
+        """The device waits with every host wait written as device waits that order the same.
+
+        A host wait for u before launching v orders u before every op launched from v on;
+        the first such op of each stream waiting for u says exactly that (later ops of the
+        stream follow it). Happens-before of the result equals that of this schedule, so
+        analyses that only need the order (liveness, the verifier, the CPU runtime) use it.
+        """
+        if not self.host_waits:
+            return self.waits
+        index = {op: i for i, op in enumerate(self.launch_order)}
+        by_stream: dict[int, list[int]] = {}
+        for i, op in enumerate(self.launch_order):
+            by_stream.setdefault(self.streams[op], []).append(i)
+        extra: dict[Wait, None] = {}
+        for w in self.host_waits:
+            if w.after not in index or w.before not in index:
+                continue  # structure_problems reports it
+            at, u_stream, u_at = index[w.before], self.streams[w.after], index[w.after]
+            for stream, positions in by_stream.items():
+                k = bisect.bisect_left(positions, at)
+                if k == len(positions):
+                    continue
+                first = positions[k]
+                if stream == u_stream and u_at < first:
+                    continue  # stream order already puts it after u
+                extra[Wait(w.after, self.launch_order[first])] = None
+        return tuple(dict.fromkeys((*self.waits, *extra)))
 
     def replace(self, **changes: Any) -> StreamSchedule:
         return dataclasses.replace(self, **changes)
@@ -122,6 +181,13 @@ class StreamSchedule:
             "launch_order": list(self.launch_order),
             "streams": dict(self.streams),
             "waits": [{"after": w.after, "before": w.before} for w in self.waits],
+            # written only when used, so that files of schedules without them stay as they were
+            **(
+                {"host_waits": [{"after": w.after, "before": w.before} for w in self.host_waits]}
+                if self.host_waits
+                else {}
+            ),
+            **({} if self.record_stream else {"record_stream": False}),
             "meta": dict(self.meta),
         }
 
@@ -145,6 +211,11 @@ class StreamSchedule:
                 ),
                 policy=_text(data.get("policy", "custom")),
                 meta=meta,
+                host_waits=tuple(
+                    Wait(_text(w["after"]), _text(w["before"]))
+                    for w in _items(data.get("host_waits", ()), "host_waits")
+                ),
+                record_stream=_flag(data.get("record_stream", True), "record_stream"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise FileFormatError(
@@ -166,17 +237,26 @@ class StreamSchedule:
         return StreamSchedule.from_dict(read_json(path), source=str(path))
 
     def __str__(self) -> str:
-        """One line per launch: ``op @sN`` with the events it waits for."""
+        """One line per launch: ``op @sN`` with the events it waits for (``host-wait``: the host
+        blocks on the event before launching it)."""
         index = {op: i for i, op in enumerate(self.launch_order)}
         events: dict[str, int] = {}
-        for w in sorted(self.waits, key=lambda w: index.get(w.after, 0)):
+        for w in sorted((*self.waits, *self.host_waits), key=lambda w: index.get(w.after, 0)):
             events.setdefault(w.after, len(events))
-        waits = self.waits_before()
-        lines = [f"schedule {self.policy}: {self.num_streams} streams, {self.num_events} events"]
+        waits, host = self.waits_before(), self.host_waits_before()
+        head = f"schedule {self.policy}: {self.num_streams} streams, {len(events)} events"
+        if self.host_waits:
+            head += f", {len(self.host_waits)} host waits"
+        if not self.record_stream:
+            head += ", cross-stream frees ordered by waits (no record_stream)"
+        lines = [head]
         for op in self.launch_order:
+            hw = "".join(f" host-wait(e{events[u]})" for u in host.get(op, ()))
             ws = "".join(f" wait(e{events[u]})" for u in waits.get(op, ()))
             rec = f" record(e{events[op]})" if op in events else ""
-            lines.append(f"  @s{self.streams[op]}{ws} {op}{rec}")
+            lines.append(
+                f" {hw} @s{self.streams[op]}{ws} {op}{rec}" if hw else f"  @s{self.streams[op]}{ws} {op}{rec}"
+            )
         return "\n".join(lines)
 
 
@@ -189,6 +269,12 @@ def _items(x: Any, name: str) -> list[Any]:
 def _text(x: Any) -> str:
     if not isinstance(x, str):
         raise TypeError(f"expected a string, got {type(x).__name__} {x!r:.40}")
+    return x
+
+
+def _flag(x: Any, name: str) -> bool:
+    if not isinstance(x, bool):
+        raise TypeError(f'"{name}" is true or false, got {x!r:.40}')
     return x
 
 
@@ -237,6 +323,17 @@ def structure_problems(graph: Graph, schedule: StreamSchedule) -> list[str]:
             problems.append(
                 f"{w.before} waits for {w.after}, which is launched later: its event is not "
                 f"recorded yet when {w.before} is launched (deadlock)"
+            )
+    for w in schedule.host_waits:
+        unknown = [end for end in (w.after, w.before) if end not in index]
+        if unknown:
+            problems.append(
+                f"host wait {w.after} -> {w.before} refers to {unknown[0]}, which is not launched"
+            )
+        elif index[w.after] >= index[w.before]:
+            problems.append(
+                f"the host waits for {w.after} before launching {w.before}, but launches {w.after} "
+                "only later: it would wait forever (deadlock)"
             )
     return problems
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamplan.errors import GraphError
+from streamplan.ir.collectives import collective_problems, is_collective
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.fused import fused_problems, is_fused
 from streamplan.ir.graph import ROLES, VALUE_KINDS, Graph
@@ -20,7 +21,8 @@ def verify(graph: Graph) -> Graph:
     point at an existing storage root; kinds and dtypes are known; outputs exist;
     roles name storage roots and are known roles; a fused kernel's parts read only its
     inputs and each other's outputs and write its outputs; ordering-only dependencies
-    (``after``) name earlier nodes; a recomputation names an original node with the same op.
+    (``after``) name earlier nodes; a recomputation names an original node with the same op;
+    a collective has a known kind, a process group and sizes that agree with its kind.
     """
     seen_nodes: set[str] = set()
     for n in graph.nodes:
@@ -132,6 +134,15 @@ def verify(graph: Graph) -> Graph:
             written[vid] = n.id
             if graph.values[vid].kind in ("input", "param", "buffer"):
                 _fail(graph, n.id, f"node {n.id!r} writes {vid!r} of kind {graph.values[vid].kind}", None)
+        if is_collective(n):
+            problems = collective_problems(graph, n)
+            if problems:
+                _fail(
+                    graph,
+                    n.id,
+                    problems[0],
+                    "build collectives with streamplan.ir.collectives.collective_node",
+                )
         if is_fused(n):
             problems = fused_problems(n)
             if problems:

@@ -6,7 +6,8 @@ values: views extend their base, in-place writes too. Graph outputs live to the 
 Inputs, parameters, buffers and constants belong to the caller: when included they
 are *resident* (live before the first op and after the last).
 
-Happens-before (HB) comes from stream order and waits only and is tracked with
+Happens-before (HB) comes from stream order, waits and host waits only (a host wait for
+u before launching v orders u before every op launched from v on) and is tracked with
 vector clocks: ``before[v][t]`` is how many ops of stream slot t are known to have
 finished when v starts, so ``u HB v`` iff ``before[v][slot(u)] >= index(u)``.
 """
@@ -56,7 +57,9 @@ class HappensBefore:
         self.after: dict[str, tuple[int, ...]] = {}
         self.direct_preds: dict[str, tuple[str, ...]] = {}
         self.num_slots = k
-        waits = schedule.waits_before()
+        waits: dict[str, list[str]] = {}
+        for w in schedule.ordering_waits():  # host waits order the device too
+            waits.setdefault(w.before, []).append(w.after)
         last_on: list[str | None] = [None] * k
         count = [0] * k
         zero = (0,) * k

@@ -11,6 +11,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.arena import ArenaPlan, plan_arena
 from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
+from streamplan.memory.launch_time import LaunchTimeMemory, held_peak
 from streamplan.memory.liveness import Includes, Liveness, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
@@ -39,6 +40,7 @@ class MemoryReport:
     torch_cuda: dict[str, int] | None
     includes: Includes
     device_memory_bytes: int | None = None
+    launch_time: LaunchTimeMemory | None = None  # held at host launch (run-ahead, record_stream)
 
     @property
     def host_order_peak_bytes(self) -> int:
@@ -62,6 +64,7 @@ class MemoryReport:
             "arena_lower_bound_exact": self.arena.lower_bound_exact,
             "device_memory_bytes": self.device_memory_bytes,
             "includes": self.includes.to_dict(),
+            **({"launch_time": self.launch_time.to_dict()} if self.launch_time is not None else {}),
         }
 
     def lines(self) -> list[str]:
@@ -90,6 +93,8 @@ class MemoryReport:
                 f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
                 f" reserved {self.torch_cuda['reserved_peak_bytes'] / MIB:.3f} MiB"
             )
+        if self.launch_time is not None and self.launch_time.communicates:
+            out += self.launch_time.lines()
         bound = "" if self.arena.lower_bound_exact else " (proven bound)"
         out.append(
             f"  static arena         {self.arena.arena_bytes / MIB:10.3f} MiB"
@@ -147,8 +152,55 @@ def analyze_memory(
         sim = simulated_memory(graph, schedule, timeline, live=live)
     progress("torch-cuda replay", None, None)
     torch_cuda = _torch_cuda(graph, schedule, timeline, live, device_memory_bytes, op_memory)
+    progress("memory at host launch", None, None)
+    launch = launch_time_memory(graph, schedule, timeline, live, op_memory)
     return MemoryReport(
-        graph.name, schedule.policy, host, worst, sim, arena, torch_cuda, live.includes, device_memory_bytes
+        graph.name,
+        schedule.policy,
+        host,
+        worst,
+        sim,
+        arena,
+        torch_cuda,
+        live.includes,
+        device_memory_bytes,
+        launch,
+    )
+
+
+def launch_time_memory(
+    graph: Graph,
+    schedule: StreamSchedule,
+    timeline: Timeline | None,
+    live: Liveness,
+    op_memory: OpMemory | None = None,
+) -> LaunchTimeMemory:
+    """Held bytes at host launch: worst case over timings, along ``timeline``, and the
+    ``torch-cuda`` replay under maximal run-ahead (``memory.launch_time``)."""
+    from streamplan.ir.collectives import is_collective
+    from streamplan.memory.allocators import replay
+
+    rep = replay(
+        graph,
+        schedule,
+        model="torch-cuda",
+        include_inputs=live.includes.inputs,
+        include_params=live.includes.params,
+        op_memory=op_memory,
+        live=live,
+        run_ahead=True,
+    )
+    return LaunchTimeMemory(
+        worst=held_peak(live, schedule),
+        simulated=None if timeline is None else held_peak(live, schedule, timeline=timeline),
+        torch_cuda_worst={
+            "allocated_peak_bytes": rep.allocated_peak_bytes,
+            "reserved_peak_bytes": rep.reserved_peak_bytes,
+            "held_peak_bytes": rep.held_peak_bytes,
+        },
+        host_waits=len(schedule.host_waits),
+        record_stream=schedule.record_stream,
+        communicates=bool(schedule.host_waits) or any(is_collective(n) for n in graph.nodes),
     )
 
 

@@ -89,6 +89,11 @@ def explain_lines(e: ExplainResult) -> list[str]:
         lines.extend(e.fusion.lines())
     elif e.run.fusion is not None:
         lines.append(fusion_line(e.run.fusion_mode, e.run.fusion.summary()))
+    if e.comm is not None:
+        lines.append("")
+        lines.extend(e.comm.lines())
+        if e.overlap is not None:
+            lines.append(f"  communication on the simulated timeline: {e.overlap}")
     if e.latency is not None:
         lines.append("")
         lines.extend(latency_lines(e.latency))

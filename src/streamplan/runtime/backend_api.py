@@ -41,6 +41,9 @@ class StreamBackend(Protocol):
     def synchronize(self) -> None:
         """Block the host until all work is done."""
 
+    def synchronize_event(self, event: Any) -> None:
+        """Block the host until ``event`` has completed (a schedule's host wait)."""
+
     def delay(self, stream: Any, seconds: float, label: str = "") -> None:
         """Keep ``stream`` busy for about ``seconds`` before its next op (chaos mode)."""
 
@@ -81,6 +84,9 @@ class TorchCudaBackend:
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
 
+    def synchronize_event(self, event: Any) -> None:
+        event.synchronize()
+
     def delay(self, stream: Any, seconds: float, label: str = "") -> None:
         with self._torch.cuda.stream(stream):
             self._torch.cuda._sleep(int(seconds * SLEEP_CYCLES_PER_S))
@@ -106,7 +112,8 @@ class FakeBackend:
     Log entries: ``("create_stream", name)``, ``("launch", stream, label)`` (the host
     loop logs launches through ``note_launch``), ``("record_event", stream, event_id,
     label)``, ``("wait_event", stream, event_id, label)``, ``("record_stream", stream,
-    label)``, ``("delay", stream, label)``, ``("synchronize",)``.
+    label)``, ``("delay", stream, label)``, ``("synchronize",)``, ``("synchronize_event",
+    event_id, label)`` (a host wait).
     """
 
     def __init__(self, device: str = "cpu") -> None:
@@ -148,6 +155,9 @@ class FakeBackend:
 
     def synchronize(self) -> None:
         self.calls.append(("synchronize",))
+
+    def synchronize_event(self, event: FakeEvent) -> None:
+        self.calls.append(("synchronize_event", event.id, event.label))
 
     def delay(self, stream: FakeStream, seconds: float, label: str = "") -> None:
         self.calls.append(("delay", stream.name, label))

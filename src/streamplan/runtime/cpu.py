@@ -116,8 +116,11 @@ class _State:
         self.remaining = use_counts(graph)
         self.lock = threading.Lock()
         self.tracker = tracker
-        self.events = {w.after: threading.Event() for w in schedule.waits}
-        self.waits = schedule.waits_before()
+        ordering = schedule.ordering_waits()  # host waits order the threads as they order streams
+        self.events = {w.after: threading.Event() for w in ordering}
+        self.waits: dict[str, list[str]] = {}
+        for w in ordering:
+            self.waits.setdefault(w.before, []).append(w.after)
         self.abort = threading.Event()
         self.errors: list[BaseException] = []
         self.t0 = time.perf_counter()

@@ -41,7 +41,8 @@ class StreamExecutor:
         ids = sorted(set(schedule.streams[op] for op in schedule.launch_order))
         self.streams = {s: backend.create_stream(s) for s in ids}
         self.waits = schedule.waits_before()
-        self.needs_event = {w.after for w in schedule.waits}
+        self.host_waits = schedule.host_waits_before()
+        self.needs_event = {w.after for w in (*schedule.waits, *schedule.host_waits)}
 
     def launch(
         self, env: dict[str, Any], tracker: LiveBytes | None = None, delays_s: dict[str, float] | None = None
@@ -65,11 +66,18 @@ class StreamExecutor:
             s = self.schedule.streams[op]
             stream = self.streams[s]
             node = g.node(op)
+            for u in self.host_waits.get(op, ()):
+                be.synchronize_event(events[u])  # the host blocks: it runs no further ahead
             for u in self.waits.get(op, ()):
                 be.wait_event(stream, events[u])
             for x in dict.fromkeys(node.inputs):
                 key = storage_key(g, x)
-                if key is not None and alloc_stream.get(key, s) != s and (key, s) not in recorded:
+                if (
+                    self.schedule.record_stream  # else the schedule's waits order the reuse
+                    and key is not None
+                    and alloc_stream.get(key, s) != s
+                    and (key, s) not in recorded
+                ):
                     be.record_stream(env[x], stream, x)
                     recorded.add((key, s))
             if delays_s:

@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from streamplan.errors import ExecutionError, UnsupportedError
 from streamplan.frontends.argcodec import decode
+from streamplan.ir.collectives import is_collective
 from streamplan.ir.fused import fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 from streamplan.ir.opname import PYTHON_OPS, split_op
@@ -71,6 +72,8 @@ def unresolvable_ops(graph: Graph) -> list[tuple[str, str]]:
     """(node id, op) of every node, or part of a fused kernel, whose op torch cannot resolve."""
     bad = []
     for n in graph.nodes:
+        if is_collective(n):  # run by the process group, not resolved as an op
+            continue
         for p in fused_parts(n) or (n,):
             try:
                 resolve_op(p.op)
@@ -100,6 +103,10 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
         from streamplan.runtime.fused import call_fused
 
         return call_fused(node, env, device, call_node)
+    if is_collective(node):  # the other ranks take part: torch.distributed, not an ATen op
+        from streamplan.runtime.collectives import run_collective
+
+        return run_collective(node, env)
     fn = resolve_op(node.op)
     try:
         args = decode(node.attrs.get("args", []), env, device=device)

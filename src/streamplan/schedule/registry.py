@@ -76,6 +76,12 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         frozenset({"solver", "exact_max_ops", "fixed"}),
         budgeted=True,
     ),
+    PolicyInfo(
+        "overlap",
+        "streamplan.schedule.overlap:schedule_overlap",
+        "collectives on communication streams, prefetched, with the host's in-flight limit (FSDP, DDP)",
+        frozenset({"forward_prefetch", "backward_prefetch", "in_flight", "record_stream"}),
+    ),
 )
 _BY_NAME: dict[str, PolicyInfo] = {p.name: p for p in _REGISTRY}
 

@@ -33,11 +33,19 @@ class Counters:
         self.segments_peak = 0
         self.segment_allocs = 0
         self.alloc_retries = 0
+        self.pending_bytes = 0  # freed, but held back until other streams' events complete
+        self.held_peak_bytes = 0  # peak of allocated + pending
+
+    def _note_held(self) -> None:
+        held = self.allocated_bytes + self.pending_bytes
+        if held > self.held_peak_bytes:
+            self.held_peak_bytes = held
 
     def _allocate(self, nbytes: int) -> None:
         self.allocated_bytes += nbytes
         if self.allocated_bytes > self.allocated_peak_bytes:
             self.allocated_peak_bytes = self.allocated_bytes
+        self._note_held()
 
     def _reserve(self, nbytes: int) -> None:
         self.reserved_bytes += nbytes

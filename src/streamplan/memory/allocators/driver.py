@@ -16,6 +16,7 @@ from streamplan.memory.allocators.page import PageAllocator
 from streamplan.memory.allocators.pow2 import Pow2Allocator
 from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, AllocatorStep
 from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator
+from streamplan.memory.launch_time import HostKnowledge
 from streamplan.memory.liveness import Includes, Liveness, liveness
 
 MODELS = ("exact", "page", "pow2", "torch-cuda")
@@ -40,6 +41,7 @@ def replay(
     include_params: bool = False,
     live: Liveness | None = None,
     op_memory: OpMemory | None = None,
+    run_ahead: bool = False,
 ) -> AllocatorReport:
     """Replay ``schedule``'s host launch order through allocator ``model`` (one of ``MODELS``).
 
@@ -55,8 +57,12 @@ def replay(
     so with ``timeline`` the block is reusable by an allocation whose host launch
     time is at or after that op's simulated end. Without a timeline the device is
     assumed to lag behind the host: held blocks come back only when the
-    out-of-memory path synchronises (the largest reserved figure). The other models
-    ignore streams. ``device_memory_bytes`` is the capacity available to the
+    out-of-memory path synchronises (the largest reserved figure). With ``run_ahead``
+    (and no timeline) the device lags as far as the schedule's host waits allow: a held
+    block comes back at the first launch before which the host has waited for the ops
+    its events follow (``memory.launch_time``: maximal run-ahead, the timing that holds
+    most). A schedule without ``record_stream`` frees every block at once (its waits
+    order the reuse). The other models ignore streams. ``device_memory_bytes`` is the capacity available to the
     allocator: the replay stops at the first request that does not fit even after
     the cache is emptied, and ``oom`` says where. ``live`` reuses a ``liveness``
     already computed for this graph, schedule and include flags.
@@ -79,6 +85,7 @@ def replay(
         )
     residents, allocs, frees = _bucket_lives(live, len(schedule.launch_order))
     spans = _spans(timeline, schedule) if timeline is not None else None
+    host = HostKnowledge(live, schedule) if run_ahead and spans is None else None
     alloc: Any = _CLASSES[name](device_memory_bytes)
     handles: dict[str, tuple[Any, int]] = {}
     trace: list[AllocatorStep] = []
@@ -99,7 +106,7 @@ def replay(
         for i, op in enumerate(schedule.launch_order):
             stream = streams[op]
             last_on_stream[stream] = op
-            now_ms = spans[op].launch_ms if spans is not None else None
+            now_ms = spans[op].launch_ms if spans is not None else (float(i) if host is not None else None)
             for sid, nbytes, users in allocs[i]:
                 if nbytes > 0:
                     handles[sid] = (alloc.malloc(nbytes, stream, now_ms), stream, users)
@@ -110,9 +117,9 @@ def replay(
             for sid in frees[i]:
                 entry = handles.pop(sid, None)
                 if entry is not None:
-                    others = {streams[u] for u in entry[2]}
+                    others = {streams[u] for u in entry[2]} if schedule.record_stream else set()
                     others.discard(entry[1])
-                    alloc.free(entry[0], _ready_ms(others, last_on_stream, spans))
+                    alloc.free(entry[0], _ready_ms(others, last_on_stream, spans, host))
     except OutOfMemory as e:
         oom = AllocatorOOM(
             op,
@@ -137,6 +144,8 @@ def replay(
         include_params=include_params,
         uses_timeline=spans is not None,
         op_memory=extra is not None,
+        run_ahead=host is not None,
+        held_peak_bytes=alloc.held_peak_bytes,
     )
 
 
@@ -158,11 +167,17 @@ def _bucket_lives(live: Liveness, n: int) -> tuple[list, list[list], list[list]]
 
 
 def _ready_ms(
-    others: set[int], last_on_stream: dict[int, str], spans: dict[str, OpSpan] | None
+    others: set[int],
+    last_on_stream: dict[int, str],
+    spans: dict[str, OpSpan] | None,
+    host: HostKnowledge | None = None,
 ) -> float | None:
-    """When the events recorded now on ``others`` complete (None: no other stream used it)."""
+    """When the events recorded now on ``others`` complete (None: no other stream used it); in
+    run-ahead replays, the launch index from which the host knows they have."""
     if not others:
         return None
+    if host is not None:
+        return max(host.first_launch(last_on_stream[s]) for s in others)
     if spans is None:
         return math.inf
     return max(spans[last_on_stream[s]].end_ms for s in others)

@@ -62,6 +62,8 @@ class AllocatorReport:
     ``resident_bytes`` is what the included inputs/params take (allocated first,
     never freed); activations only when both ``include_*`` flags are False.
     ``op_memory`` says whether measured op scratch and stream workspaces were added.
+    ``held_peak_bytes`` is the most bytes handed out or freed-but-held (``record_stream``)
+    at once; ``run_ahead`` says the replay let the device lag as far as the host waits allow.
     """
 
     model: str
@@ -77,6 +79,8 @@ class AllocatorReport:
     include_params: bool
     uses_timeline: bool
     op_memory: bool = False
+    run_ahead: bool = False  # held blocks came back as late as the host waits allow
+    held_peak_bytes: int = 0  # most bytes allocated or held back by record_stream at once
 
     def to_dict(self, *, trace: bool = True) -> dict[str, Any]:
         """JSON-ready dict; ``trace=False`` leaves out the per-launch trace."""
@@ -91,6 +95,8 @@ class AllocatorReport:
             "include_inputs": self.include_inputs,
             "include_params": self.include_params,
             "uses_timeline": self.uses_timeline,
+            "run_ahead": self.run_ahead,
+            "held_peak_bytes": self.held_peak_bytes,
             "op_memory": self.op_memory,
             "oom": self.oom.to_dict() if self.oom else None,
         }

@@ -122,6 +122,7 @@ class TorchCudaAllocator(Counters):
         else:
             block.state = _PENDING
             self._seq += 1
+            self.pending_bytes += block.size
             heapq.heappush(self._pending, (ready_ms, self._seq, block))
 
     def check(self) -> None:
@@ -194,7 +195,9 @@ class TorchCudaAllocator(Counters):
     def _process_events(self, now_ms: float) -> None:
         pending = self._pending
         while pending and pending[0][0] <= now_ms:
-            self._free_block(heapq.heappop(pending)[2])
+            block = heapq.heappop(pending)[2]
+            self.pending_bytes -= block.size
+            self._free_block(block)
 
     def _synchronize_events(self) -> None:
         self._process_events(math.inf)
