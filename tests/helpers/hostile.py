@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-SENTINEL = Path(tempfile.gettempdir()) / f"streamplan-hostile-sentinel-{os.getpid()}"
+# one fixed name (not per process): test ids hold the payloads, and xdist workers must collect the same ids
+SENTINEL = Path(tempfile.gettempdir()) / f"streamplan-hostile-sentinel-{os.getuid()}"
 _S = str(SENTINEL)
 
 # What people put in strings to make a program run them: code, ways out of a string, a
