@@ -389,6 +389,8 @@ def _arg_expr(a: Any, ref, node: Node) -> ps.Expr:
             return ps.Atom(f"torch.{a['$layout']}")
         if "$memory_format" in a:
             return ps.Atom(f"torch.{a['$memory_format']}")
+        if "$float" in a:
+            return ps.Atom(f"float({a['$float']!r})")
         raise UnsupportedError(
             f"op {node.op} takes a mapping argument, which cannot be written", where=node.id
         )

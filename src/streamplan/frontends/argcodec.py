@@ -5,7 +5,8 @@ so that the runtime can call the ATen op again with real tensors. Inside them:
 
 - a tensor is ``{"$v": value_id}``;
 - a list or tuple is a JSON list;
-- ``None``, bools, ints, floats and strings are themselves;
+- ``None``, bools, ints, finite floats and strings are themselves; an infinite or NaN float
+  (an attention mask's ``-inf``) is ``{"$float": "-inf"}``, since strict JSON has no such number;
 - a ``torch.dtype`` is ``{"$dtype": "float32"}``, a device ``{"$device": "cpu"}``,
   a layout ``{"$layout": "strided"}``, a memory format ``{"$memory_format": "contiguous_format"}``.
 
@@ -14,10 +15,11 @@ Only this module and the runtime know the tags; everything else sees JSON.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-TAGS = ("$v", "$dtype", "$device", "$layout", "$memory_format")
+TAGS = ("$v", "$dtype", "$device", "$layout", "$memory_format", "$float")
 
 
 def tensor_ref(value_id: str) -> dict[str, str]:
@@ -42,6 +44,8 @@ def encode(obj: Any, tensor_id: Callable[[Any], str | None]) -> Any:
     vid = tensor_id(obj)
     if vid is not None:
         return {"$v": vid}
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return {"$float": repr(obj)}  # "inf", "-inf" or "nan": float() reads each back
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, (list, tuple)):
@@ -68,6 +72,8 @@ def decode(obj: Any, env: dict[str, Any], *, device: Any = None) -> Any:
     if isinstance(obj, dict):
         if "$v" in obj:
             return env[obj["$v"]]
+        if "$float" in obj:
+            return float(obj["$float"])
         import torch
 
         if "$dtype" in obj:
