@@ -25,6 +25,7 @@ from streamplan.app.bounded import run_bounded
 from streamplan.app.fit_changes import (
     Device,
     FitChange,
+    budget_change,
     judge,
     micro_batch_change,
     policy_change,
@@ -289,7 +290,11 @@ def _changes(
         )
     limit = session.settings.time_limit_s
     quiet = type(session)(session.graph, session.settings, source=session.source, _shared=session._shared)
-    budget_bytes = max(0, device.capacity_bytes - device.workspace_bytes - peak.slack_bytes)
+    # what the tensors may take: the device less the workspace and the allocator's rounding (the
+    # baseline's allocated peak beyond its tensors); cached free blocks are not subtracted, since the
+    # allocator hands them back when a request fails (judge() checks each answer with that retry)
+    rounding = max(0, peak.allocated_peak_bytes - peak.tensor_peak_bytes - peak.workspace_bytes)
+    budget_bytes = max(0, device.capacity_bytes - device.workspace_bytes - rounding)
     works = [
         (
             "memory-order",
@@ -298,7 +303,7 @@ def _changes(
             ),
         ),
         ("remat", lambda: remat_change(quiet, budget_bytes, device)),
-        ("budget", lambda: _budget_change(quiet, budget_bytes, device)),
+        ("budget", lambda: budget_change(quiet, budget_bytes, device)),
     ]
     changes = []
     for kind, work in works:
@@ -341,17 +346,6 @@ _SUMMARIES = {
 def _rank(c: FitChange) -> tuple:
     order = 0 if c.fits else 1 if c.fits is None else 2
     return (order, c.batch_ms if c.batch_ms is not None else math.inf)
-
-
-def _budget_change(session, budget_bytes: int, device: Device) -> FitChange:
-    from streamplan.ir.includes import Includes
-    from streamplan.schedule.context import MemoryBudget
-
-    budgeted = session.with_settings(
-        includes=Includes(inputs=True, params=True), budget=MemoryBudget(limit_bytes=budget_bytes)
-    )
-    summary = f"the fastest schedule whose worst case stays under {budget_bytes / GIB:.2f} GiB"
-    return policy_change(budgeted, "budget", "budget", summary, device)
 
 
 def _micro_batch(session, peak: DevicePeak, device: Device, limit: float) -> FitChange:

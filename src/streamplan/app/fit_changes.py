@@ -116,29 +116,58 @@ def run_worst_bytes(session: Any, run: Any) -> int:
 
 
 def remat_change(session: Any, budget_bytes: int, device: Device) -> FitChange:
-    """The fastest one-stream rematerialization plan whose peak fits ``budget_bytes``."""
+    """The fastest one-stream rematerialization plan whose peak fits ``budget_bytes``; when the
+    allocator's rounding still pushes it over the device, once more under a budget lowered by
+    the overshoot."""
     from streamplan.app.analysis import MemoryOptions
     from streamplan.app.remat import plan_remat
 
-    summary = f"recompute activations in the backward (one stream, tensors under {size_text(budget_bytes)})"
-    try:
-        plan = plan_remat(
-            session.graph,
-            budget_bytes,
-            policy="sequential",
-            ctx=session.context("sequential"),
-            includes=MemoryOptions(include_inputs=True, include_params=True),
+    change = None
+    for _ in range(2):
+        summary = (
+            f"recompute activations in the backward (one stream, tensors under {size_text(budget_bytes)})"
         )
-    except StreamplanError as e:  # nothing fits the budget: the message says how low plans go
-        return FitChange("remat", summary, False, detail=e.message)
-    peak, fits = judge(plan.graph, plan, device)
-    detail = (
-        f"{plan.recomputed_ops} recomputations, +{plan.added_compute_ms:.1f} ms of compute, "
-        f"tensors {size_text(plan.worst_case_peak_bytes)}"
-    )
-    return FitChange(
-        "remat", summary, fits, peak.reserved_peak_bytes, plan.makespan_ms, plan.makespan_ms, detail
-    )
+        try:
+            plan = plan_remat(
+                session.graph,
+                budget_bytes,
+                policy="sequential",
+                ctx=session.context("sequential"),
+                includes=MemoryOptions(include_inputs=True, include_params=True),
+            )
+        except StreamplanError as e:  # nothing fits the budget: the message says how low plans go
+            return FitChange("remat", summary, False, detail=e.message)
+        peak, fits = judge(plan.graph, plan, device)
+        detail = (
+            f"{plan.recomputed_ops} recomputations, +{plan.added_compute_ms:.1f} ms of compute, "
+            f"tensors {size_text(plan.worst_case_peak_bytes)}"
+        )
+        change = FitChange(
+            "remat", summary, fits, peak.reserved_peak_bytes, plan.makespan_ms, plan.makespan_ms, detail
+        )
+        if fits:
+            break
+        budget_bytes -= max(1, peak.reserved_peak_bytes - device.capacity_bytes)
+    return change
+
+
+def budget_change(session: Any, budget_bytes: int, device: Device) -> FitChange:
+    """The fastest schedule (the ``budget`` policy) whose worst case, every storage counted, fits
+    ``budget_bytes``; lowered once by the overshoot when the allocator pushes it over the device."""
+    from streamplan.ir.includes import Includes
+    from streamplan.schedule.context import MemoryBudget
+
+    change = None
+    for _ in range(2):
+        budgeted = session.with_settings(
+            includes=Includes(inputs=True, params=True), budget=MemoryBudget(limit_bytes=budget_bytes)
+        )
+        summary = f"the fastest schedule whose worst case stays under {size_text(budget_bytes)}"
+        change = policy_change(budgeted, "budget", "budget", summary, device)
+        if change.fits:
+            break
+        budget_bytes -= max(1, change.reserved_peak_bytes - device.capacity_bytes)
+    return change
 
 
 def micro_batch_change(

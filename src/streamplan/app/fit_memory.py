@@ -138,8 +138,8 @@ def device_peak(
     )
     streams = {schedule.streams[n] for n in op_memory.workspace_ops if n in schedule.streams}
     storages = graph.storages()
-    top = sorted(
-        (s for s in names if graph.roles.get(s) not in ("parameter", "optimizer_state")),
+    top = sorted(  # what the step made (activations, gradients), not what it was given
+        (s for s in names if graph.producer(s) is not None and graph.roles.get(s) != "optimizer_state"),
         key=lambda s: -storages[s].nbytes,
     )[:largest]
     step = training_step(graph)

@@ -128,7 +128,7 @@ def _memory(total_mib: int, *, hopper: bool = False) -> dict[str, float | int]:
     total = total_mib * MIB
     return {
         "memory_bytes": total,
-        "usable_fraction": round(1 - CUDA_CONTEXT_BYTES / total, 4),
+        "usable_fraction": 1 - CUDA_CONTEXT_BYTES / total,
         "blas_workspace_bytes": HOPPER_BLAS_WORKSPACE_BYTES if hopper else BLAS_WORKSPACE_BYTES,
     }
 

@@ -351,7 +351,9 @@ def _torchvision(hub: HubSpec, batch: int, device: str, attention: str | None) -
             if close
             else "see list_models()",
         )
-    model = _build(lambda: models.get_model(hub.name, weights=None), device)
+    # random weights everywhere: a segmentation model's backbone would otherwise be downloaded
+    extra = {"weights_backbone": None} if kind == "segmentation" else {}
+    model = _build(lambda: models.get_model(hub.name, weights=None, **extra), device)
     size = _torchvision_size(models, hub.name, kind)
     if kind == "segmentation":
         pixels = _floats((batch, 3, size, size))
@@ -364,7 +366,7 @@ def _torchvision(hub: HubSpec, batch: int, device: str, attention: str | None) -
             loss_name="per-pixel cross-entropy of the segmentation map",
         )
     if kind == "video":
-        return _classifier(model, _floats((batch, 3, VIDEO_FRAMES, size, size)), 400, batch)
+        return _classifier(model, _floats((batch, 3, VIDEO_FRAMES, size, size)), 400, batch, per="clip")
     return _classifier(model, _floats((batch, 3, size, size)), 1000, batch)
 
 
@@ -382,7 +384,9 @@ def _torchvision_size(models: Any, name: str, kind: str) -> int:
 _AUX_WEIGHTS = {"aux_logits": 0.4, "aux_logits1": 0.3, "aux_logits2": 0.3}
 
 
-def _classifier(model: nn.Module, pixels: torch.Tensor, classes: int, batch: int) -> TrainingProblem:
+def _classifier(
+    model: nn.Module, pixels: torch.Tensor, classes: int, batch: int, per: str = "image"
+) -> TrainingProblem:
     def loss(output: Any, labels: torch.Tensor) -> torch.Tensor:
         if isinstance(output, torch.Tensor):
             return F.cross_entropy(output, labels)
@@ -398,5 +402,5 @@ def _classifier(model: nn.Module, pixels: torch.Tensor, classes: int, batch: int
         (pixels,),
         loss,
         (_ints((batch,), classes),),
-        loss_name="cross-entropy against one label per image",
+        loss_name=f"cross-entropy against one label per {per}",
     )
