@@ -201,9 +201,11 @@ def _causal_lm(model: nn.Module, config: Any, batch: int, seq: int) -> TrainingP
     def loss(output: Any, labels: torch.Tensor) -> torch.Tensor:
         return model.loss_function(logits=output.logits, labels=labels, vocab_size=vocab)
 
+    # the padding mask a tokenizer gives with the ids (all ones: no padding), as a training loop
+    # feeds it; built from an input, the causal mask is traced like any activation
     return TrainingProblem(
         model,
-        ((), {"input_ids": ids}),
+        ((), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}),
         loss,
         (ids.clone(),),
         loss_name="next-token cross-entropy (transformers' causal-LM loss: fp32 logits)",
@@ -270,7 +272,7 @@ def _sequence_classification(model: nn.Module, config: Any, batch: int, seq: int
     ids = _ints((batch, seq), config.vocab_size, SEED)
     return TrainingProblem(
         model,
-        ((), {"input_ids": ids}),
+        ((), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}),
         lambda output, labels: F.cross_entropy(output.logits, labels),
         (_ints((batch,), config.num_labels),),
         loss_name="cross-entropy against one label per sequence",
