@@ -93,7 +93,7 @@ def _memtracker(batch: int, seq: int) -> dict:
             }
         ids = torch.randint(0, config.vocab_size, (batch, seq))
         tracker = MemTracker()
-        tracker.track_external(model, *opts)
+        tracker.track_external(model, *opts, *masters)  # the masters exist before the step, as the state
         with tracker:
             out = model(input_ids=ids, attention_mask=torch.ones_like(ids))
             loss = model.loss_function(logits=out.logits, labels=ids, vocab_size=config.vocab_size)
