@@ -169,7 +169,8 @@ def _report(results: list[dict], trackers: list[dict]) -> str:
             f"| gradients (bf16) | {g(roles['gradients'])} | {g(pub['gradients'])} | {g(mt.get('Gradient'))} |",
             f"| fp32 master weights + AdamW state | {g(roles['optimizer_state'])} ({g(master)} + "
             f"{g(roles['optimizer_state'] - master)}) | {g(pub['master weights + optimizer state'])} | "
-            f"{g(mt.get('Optstate'))} |",
+            # MemTracker files the masters, tensors it was handed, under Other
+            f"{g(mt['Optstate'] + mt['Other']) if mt else '–'} ({g(mt.get('Other'))} + {g(mt.get('Optstate'))}) |",
             f"| saved activations | {g(roles['saved_activations'])} | – | {g(mt.get('Activation'))} |",
             f"| temporaries | {g(roles['temporaries'])} | – | {g(mt.get('Temp'))} |",
             f"| inputs and buffers | {g(roles['inputs'] + roles['buffers'])} | – | {g(mt.get('Buffer'))} |",
@@ -189,6 +190,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--memtracker", action="store_true")
     ap.add_argument("-o", "--output", help="write every measurement as JSON")
+    ap.add_argument("--report-from", help="print the report of a JSON written by -o, measuring nothing")
     ap.add_argument("--child", choices=["capture", "memtracker"], help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -197,6 +199,10 @@ def main() -> None:
         return
     if args.child == "memtracker":
         print(json.dumps(_memtracker(args.batch, args.seq)))
+        return
+    if args.report_from:
+        data = json.loads(Path(args.report_from).read_text())
+        print(_report(data["results"], data["memtracker"]))
         return
     results = [
         _child(["--child", "capture", "--batch", str(b), "--seq", str(args.seq), "--devices", *args.devices])

@@ -133,3 +133,16 @@ def test_eager_attention_is_an_hf_choice():
         load_model("gpt2", attention="eager")
     with pytest.raises(ModelSpecError, match="not captured from torch"):
         load_model("random:10", attention="flash")
+
+
+def test_a_module_made_under_fake_tensors_captures_too():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        x = torch.randn(8, 64)
+    inference = capture(model, (x,), name="fake")
+    step = capture_training(TrainingProblem(model, (x,), None), optimizer="adam", name="fake")
+    params = (64 * 256 + 256 + 256 * 10 + 10) * 4
+    assert sum(inference.values[p].nbytes for p in inference.params) == params
+    assert Composition.of(step, step.storages())["optimizer_state"] == 2 * params

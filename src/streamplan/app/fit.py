@@ -35,8 +35,6 @@ from streamplan.app.fit_memory import (
     ROLES,
     DevicePeak,
     gradient_bytes,
-    op_memory_for,
-    out_of_memory,
     resident_bytes,
     size_text,
     unit_of,
@@ -160,21 +158,14 @@ def fit_session(session: Any, *, search_batch: bool = True) -> FitAnswer:
     device = Device(capacity, profile.blas_workspace_bytes)
     session.progress(f"fit: {graph.name} on {profile.name}", None, None)
     run = session.schedule(BASELINE)
-    peak, fits = judge(graph, run, device)
-    oom = None
-    if not fits:
-        oom = out_of_memory(
-            graph,
-            run.schedule,
-            run.timeline,
-            op_memory=op_memory_for(graph, device.workspace_bytes),
-            capacity_bytes=capacity,
-        )
+    graph = run.scheduled_graph(graph)  # the kernels, when the settings fuse
+    peak, oom = judge(graph, run, device)
+    fits = oom is None
     resident = resident_bytes(graph)
     notes = list(_notes(graph, peak, fits, oom, resident, device))
     changes: tuple[FitChange, ...] = ()
     if not fits:
-        changes = _changes(session, peak, resident, device, run.makespan_ms, search_batch, notes)
+        changes = _changes(session, peak, resident, device, search_batch, notes)
     step = training_step(graph)
     return FitAnswer(
         model=graph.name,
@@ -267,7 +258,6 @@ def _changes(
     peak: DevicePeak,
     resident: dict[str, int],
     device: Device,
-    step_ms: float,
     search_batch: bool,
     notes: list[str],
 ) -> tuple[FitChange, ...]:
@@ -376,8 +366,8 @@ def _micro_batch(session, peak: DevicePeak, device: Device, limit: float) -> Fit
             settings=session.settings,
         )
         run = other.schedule(BASELINE)
-        p, ok = judge(other.graph, run, device)
-        return p.reserved_peak_bytes, ok, run.makespan_ms
+        p, oom = judge(run.scheduled_graph(other.graph), run, device)
+        return p.reserved_peak_bytes, oom is None, run.makespan_ms
 
     return micro_batch_change(
         batch,

@@ -30,6 +30,7 @@ from typing import Any
 from streamplan.app.fit_memory import DevicePeak, device_peak, op_memory_for, out_of_memory, size_text
 from streamplan.errors import StreamplanError
 from streamplan.ir.graph import Graph
+from streamplan.memory.allocators.report import AllocatorOOM
 
 GIB = 1 << 30
 
@@ -78,23 +79,24 @@ class Device:
     workspace_bytes: int
 
 
-def judge(graph: Graph, run: Any, device: Device) -> tuple[DevicePeak, bool]:
-    """``run``'s device peak and whether it fits (if only after the allocator emptied its cache)."""
+def judge(graph: Graph, run: Any, device: Device) -> tuple[DevicePeak, AllocatorOOM | None]:
+    """``run``'s device peak, and where PyTorch runs out of the device's memory (None: it fits,
+    if only after the allocator emptied its cache and retried)."""
     opm = op_memory_for(graph, device.workspace_bytes)
     peak = device_peak(graph, run.schedule, run.timeline, op_memory=opm)
     if peak.reserved_peak_bytes <= device.capacity_bytes:
-        return peak, True
-    oom = out_of_memory(
+        return peak, None
+    return peak, out_of_memory(
         graph, run.schedule, run.timeline, op_memory=opm, capacity_bytes=device.capacity_bytes
     )
-    return peak, oom is None
 
 
 def policy_change(session: Any, policy: str, kind: str, summary: str, device: Device) -> FitChange:
     """The step scheduled by ``policy`` (its settings may carry a budget), judged on ``device``."""
     run = session.schedule(policy)
     graph = run.scheduled_graph(session.graph)
-    peak, fits = judge(graph, run, device)
+    peak, oom = judge(graph, run, device)
+    fits = oom is None
     streams = run.schedule.num_streams
     detail = f"{streams} stream{'s' if streams > 1 else ''}, tensors at most {size_text(run_worst_bytes(session, run))}"
     return FitChange(kind, summary, fits, peak.reserved_peak_bytes, run.makespan_ms, run.makespan_ms, detail)
@@ -137,7 +139,8 @@ def remat_change(session: Any, budget_bytes: int, device: Device) -> FitChange:
             )
         except StreamplanError as e:  # nothing fits the budget: the message says how low plans go
             return FitChange("remat", summary, False, detail=e.message)
-        peak, fits = judge(plan.graph, plan, device)
+        peak, oom = judge(plan.graph, plan, device)
+        fits = oom is None
         detail = (
             f"{plan.recomputed_ops} recomputations, +{plan.added_compute_ms:.1f} ms of compute, "
             f"tensors {size_text(plan.worst_case_peak_bytes)}"
