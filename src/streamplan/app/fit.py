@@ -352,19 +352,12 @@ def _micro_batch(session, peak: DevicePeak, device: Device, limit: float) -> Fit
         )
 
     def evaluate(b: int) -> tuple[int, bool, float]:
-        from streamplan.app.session import analyze
+        from streamplan.cache import CaptureCache
 
         session.progress(f"fit: capturing at batch {b}", None, None)
-        other = analyze(
-            source.spec,
-            train=source.train,
-            optimizer=source.optimizer,
-            batch=b,
-            dtype=source.dtype,
-            precision=source.precision,
-            attention=source.attention,
-            settings=session.settings,
-        )
+        request = dataclasses.replace(source, batch=b)
+        graph = request.load(cache=CaptureCache(), progress=session.progress)
+        other = type(session)(graph, session.settings, source=request)
         run = other.schedule(BASELINE)
         p, oom = judge(run.scheduled_graph(other.graph), run, device)
         return p.reserved_peak_bytes, oom is None, run.makespan_ms
