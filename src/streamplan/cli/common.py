@@ -64,7 +64,7 @@ TrainOpt = typer.Option(
     help="one training step (forward, loss, backward, optimizer update) instead of inference",
 )
 OptimizerOpt = typer.Option(
-    "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
+    "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum, adam or adamw"
 )
 CudaGraphsOpt = typer.Option(
     False,
