@@ -138,3 +138,10 @@ def test_bounded_work_is_cut_short_and_errors_come_back():
 
     failed = run_bounded(refuse, 5)
     assert failed.result is None and failed.error == "too small (raise it)" and not failed.cut_short
+
+
+def test_an_inference_graph_fits_too():
+    answer = streamplan.analyze("random:30", device="l4").fit()
+    assert answer.fits and answer.training is None
+    assert dict(answer.peak.by_role())["optimizer_state"] == 0
+    assert "inference" in str(answer)
