@@ -25,7 +25,10 @@ def policy_help() -> str:
     return f"scheduling policy: {', '.join(POLICIES)}"
 
 
-ModelArg = typer.Argument(..., help="zoo name, random:N[:seed], graph.json, or file.py:function")
+ModelArg = typer.Argument(
+    ...,
+    help="zoo name, random:N[:seed], graph.json, file.py:function, model.onnx, or hf:/timm:/torchvision:NAME",
+)
 BatchOpt = typer.Option(
     None, "--batch", help="rebuild the model's example inputs at this batch size (not for graph .json files)"
 )
