@@ -48,6 +48,8 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/fusion_orders.py
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/calibrate_ios.py --fusion first
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/fusion_vs_inductor.py
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/fit_llama.py --batches 1 4 --devices h100 h200 --memtracker
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 $(PY) bench/fit_table.py --devices h100 h200 l4
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

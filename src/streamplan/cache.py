@@ -6,7 +6,8 @@ graph it gives is plain data. Each capture is stored as graph JSON under
 ``~/.cache/streamplan``, named by a hash of everything that decides the graph:
 
 - every field of the ``ModelRequest`` (spec, batch, dtype, and any field added later);
-- for ``file.py:function`` specs, the file's resolved path and its content;
+- for ``file.py:function`` specs, the file's resolved path and its content (for ``hf:PATH``
+  specs, the ``config.json``'s);
 - the versions of torch, streamplan and the optional package a zoo model needs, and a
   digest of streamplan's own capture code (so an edited checkout never reads stale graphs).
 
@@ -158,7 +159,11 @@ def _dist_version(name: str) -> str | None:
 
 
 def _zoo_requirement(spec: str) -> str | None:
+    from streamplan.zoo.hub import PREFIXES, is_hub_spec
     from streamplan.zoo.registry import ZOO
+
+    if is_hub_spec(spec):  # hf:, timm:, torchvision: models change with their package
+        return PREFIXES[spec.partition(":")[0]]
 
     entry = ZOO.get(spec)
     return entry.requires if entry is not None else None

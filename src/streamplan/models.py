@@ -1,5 +1,6 @@
-"""Resolve a model spec — zoo name, ``random:N[:seed]``, graph JSON, ``file.py:function`` or
-``model.onnx`` — to a Graph."""
+"""Resolve a model spec — zoo name, ``random:N[:seed]``, graph JSON, ``file.py:function``,
+``model.onnx``, or a hub spec (``hf:NAME``, ``timm:NAME``, ``torchvision:NAME``: ``zoo/hub.py``)
+— to a Graph."""
 
 from __future__ import annotations
 
@@ -26,12 +27,15 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 class ModelRequest:
     """Everything that decides which graph a model spec becomes (what a command was asked for).
 
-    ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function`` or ``.onnx``;
+    ``spec`` is a zoo name, ``random:N[:seed]``, a graph ``.json``, ``file.py:function``, ``.onnx``
+    or a hub spec (``hf:llama-3-8b``, ``timm:resnet50``, ``torchvision:vit_b_16``);
     ``batch`` rebuilds the example inputs at that batch size; ``dtype`` casts the model;
     ``train`` asks for one training step (forward, loss, backward) instead of inference,
-    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``); ``parallel`` (a
-    ``ParallelPlan`` or its text, ``fsdp=8``) turns the step into one rank's program, and
-    ``batch`` is then each rank's batch.
+    with ``optimizer``'s update (``none``, ``sgd``, ``momentum``, ``adam``, ``adamw``);
+    ``precision`` (``mixed-bf16``...) runs it in mixed precision with fp32 master weights and
+    optimizer state; ``attention`` (``flash``, ``math``, ``eager``) chooses the attention kernel
+    (``frontends/precision.py``); ``parallel`` (a ``ParallelPlan`` or its text, ``fsdp=8``)
+    turns the step into one rank's program, and ``batch`` is then each rank's batch.
     Every field changes the graph, so the capture cache keys on all of them
     (``streamplan.cache``): a field added here is part of the key without further work. (A
     plan is applied to the cached step on every load: it is quick, and the captured step is
@@ -43,6 +47,8 @@ class ModelRequest:
     dtype: str | None = None
     train: bool = False
     optimizer: str = "none"
+    precision: str | None = None
+    attention: str | None = None
     parallel: Any = None  # ParallelPlan | None (parsed from text when made)
 
     def __post_init__(self) -> None:
@@ -74,13 +80,22 @@ class ModelRequest:
             return False
         if ".py:" in self.spec:
             return True
+        from streamplan.zoo.hub import is_hub_spec
+
+        if is_hub_spec(self.spec):
+            return True
         from streamplan.zoo.registry import ZOO
 
         entry = ZOO.get(self.spec)
         return entry is not None and entry.kind == "torch"
 
     def python_file(self) -> Path | None:
-        """The ``file.py`` of a ``file.py:function`` spec (its content is part of the cache key)."""
+        """The file whose content decides the graph (part of the cache key): the ``file.py`` of a
+        ``file.py:function`` spec, the ``config.json`` of an ``hf:PATH`` spec."""
+        from streamplan.zoo.hub import is_hub_spec, parse_hub_spec
+
+        if is_hub_spec(self.spec):
+            return parse_hub_spec(self.spec).config_path
         return Path(self.spec.rpartition(":")[0]) if ".py:" in self.spec else None
 
     def load(self, *, cache: CaptureCache | None = None, progress: ProgressFn = no_progress) -> Graph:
@@ -96,6 +111,9 @@ class ModelRequest:
             )
             return rank_program(step, self.parallel)
         check_request(self.spec, self.batch, self.dtype)
+        check_run_options(
+            self.spec, train=self.train, dtype=self.dtype, precision=self.precision, attention=self.attention
+        )
         if cache is not None and self.captures:
             graph = cache.get(self)
             if graph is not None:
@@ -103,7 +121,13 @@ class ModelRequest:
                 return graph
         progress(f"{self.spec}: {'capturing (torch.export)' if self.captures else 'loading'}", None, None)
         graph = load_model(
-            self.spec, batch=self.batch, dtype=self.dtype, train=self.train, optimizer=self.optimizer
+            self.spec,
+            batch=self.batch,
+            dtype=self.dtype,
+            train=self.train,
+            optimizer=self.optimizer,
+            precision=self.precision,
+            attention=self.attention,
         )
         if cache is not None and self.captures:
             cache.put(self, graph)
@@ -127,6 +151,43 @@ def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
             f"a Python model spec names a function: {spec.rstrip(':')}:FUNCTION",
             hint=_python_functions_hint(Path(spec.rstrip(":"))),
         )
+    from streamplan.zoo.hub import is_hub_spec, parse_hub_spec
+
+    if is_hub_spec(spec):
+        parse_hub_spec(spec)  # a malformed hub spec fails before any import
+
+
+def check_run_options(
+    spec: str, *, train: bool, dtype: str | None, precision: str | None, attention: str | None
+) -> None:
+    """Refuse a precision or an attention choice that does not apply to ``spec`` as asked."""
+    from streamplan.frontends.precision import check_attention, check_precision
+
+    check_precision(precision, train=train, dtype=dtype)
+    check_attention(attention)
+    if attention is None:
+        return
+    from streamplan.zoo.hub import is_hub_spec
+
+    torch_spec = ".py:" in spec or is_hub_spec(spec) or _is_torch_zoo(spec)
+    if not torch_spec:
+        raise ModelSpecError(
+            f"--attention {attention} chooses how a torch model's attention runs; {spec} is not captured from torch",
+            hint="leave --attention out",
+        )
+    if attention == "eager" and not spec.startswith("hf:"):
+        raise ModelSpecError(
+            "--attention eager asks a Hugging Face model for its own attention code: it applies to hf: specs",
+            where=spec,
+            hint="for other models choose the kernel of scaled_dot_product_attention: flash or math",
+        )
+
+
+def _is_torch_zoo(spec: str) -> bool:
+    from streamplan.zoo.registry import ZOO
+
+    entry = ZOO.get(spec)
+    return entry is not None and entry.kind == "torch"
 
 
 def _python_functions_hint(path: Path) -> str:
@@ -149,6 +210,8 @@ def load_model(
     dtype: str | None = None,
     train: bool = False,
     optimizer: str = "none",
+    precision: str | None = None,
+    attention: str | None = None,
 ) -> Graph:
     """Load ``spec`` as a verified graph with at least one op.
 
@@ -156,22 +219,27 @@ def load_model(
     files: their shapes are fixed); ``dtype`` casts the model and its floating inputs
     (torch models) or sets the element type (graphs). The graph's ``meta["batch"]``
     records the batch it was built at (a graph file's own record, if it has one).
-    ``train`` loads one training step with ``optimizer``'s update (see ``ModelRequest``).
+    ``train`` loads one training step with ``optimizer``'s update, ``precision`` and
+    ``attention`` say how it runs (see ``ModelRequest``).
     """
     check_request(spec, batch, dtype)
+    check_run_options(spec, train=train, dtype=dtype, precision=precision, attention=attention)
     from streamplan.frontends.optimizers import check_optimizer
 
     check_optimizer(optimizer)
-    if train:
-        graph = _load_training(spec, batch=batch, dtype=dtype, optimizer=optimizer)
-    elif optimizer != "none":
+    if optimizer != "none" and not train:
         raise ModelSpecError(
             f"an optimizer update ({optimizer}) belongs to a training step",
             where=spec,
             hint="ask for the training step as well, or leave the optimizer out",
         )
-    else:
-        graph = _load(spec, batch=batch, dtype=dtype)
+    with _attention_kernel(attention):
+        if train:
+            graph = _load_training(
+                spec, batch=batch, dtype=dtype, optimizer=optimizer, precision=precision, attention=attention
+            )
+        else:
+            graph = _load(spec, batch=batch, dtype=dtype, attention=attention)
     if not graph.nodes:
         raise ModelSpecError(
             "the model has no operators: its forward computes nothing on tensors (returning, say, "
@@ -182,7 +250,25 @@ def load_model(
     return graph
 
 
-def _load(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
+def _attention_kernel(attention: str | None) -> Any:
+    """The SDPA kernel ``attention`` forces while capturing (nothing when None: no torch import)."""
+    if attention is None:
+        import contextlib
+
+        return contextlib.nullcontext()
+    from streamplan.frontends.fullsize import attention_backends
+
+    return attention_backends(attention)
+
+
+def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | None = None) -> Graph:
+    from streamplan.zoo.hub import is_hub_spec
+
+    if is_hub_spec(spec):  # hf:, timm:, torchvision: — full size on the meta device
+        from streamplan.zoo.hub_models import hub_model
+
+        module, inputs, name = hub_model(spec, batch=batch, device="meta", attention=attention)
+        return _with_batch(_capture(module, inputs, name=name, dtype=dtype), batch or 1)
     if spec.startswith("random:"):
         from streamplan.zoo.random_dag import parse_spec, random_dag
 
@@ -228,7 +314,15 @@ def _with_batch(graph: Graph, batch: int | None) -> Graph:
     return graph.replace(meta={**graph.meta, "batch": batch})
 
 
-def _load_training(spec: str, *, batch: int | None, dtype: str | None, optimizer: str) -> Graph:
+def _load_training(
+    spec: str,
+    *,
+    batch: int | None,
+    dtype: str | None,
+    optimizer: str,
+    precision: str | None = None,
+    attention: str | None = None,
+) -> Graph:
     if spec.startswith("random:"):
         from streamplan.zoo.random_dag import parse_spec
         from streamplan.zoo.random_train import random_training_dag
@@ -251,7 +345,9 @@ def _load_training(spec: str, *, batch: int | None, dtype: str | None, optimizer
                 hint=f"ask for the {step.optimizer!r} update, or export the step again",
             )
         return graph
-    if ".py:" not in spec:
+    from streamplan.zoo.hub import is_hub_spec
+
+    if ".py:" not in spec and not is_hub_spec(spec):
         from streamplan.zoo.registry import get_model
 
         if get_model(spec).kind != "torch":  # before importing torch: this costs nothing to refuse
@@ -261,21 +357,37 @@ def _load_training(spec: str, *, batch: int | None, dtype: str | None, optimizer
             )
     from streamplan.frontends.training import capture_training
 
-    problem, name = training_problem_of(spec, batch=batch)
+    problem, name = training_problem_of(spec, batch=batch, device="meta", attention=attention)
+    master_dtype = None
+    if precision is not None:  # mixed precision: the model in bf16/fp16, fp32 master weights and state
+        from streamplan.frontends.precision import PRECISIONS
+
+        dtype, master_dtype = PRECISIONS[precision]
     if dtype is not None and dtype != "float32":
         problem = _cast_problem(problem, dtype)
-    if batch is None and ".py:" not in spec:  # a zoo model's step is built at its default batch
+    if batch is None and is_hub_spec(spec):
+        batch = 1
+    elif batch is None and ".py:" not in spec:  # a zoo model's step is built at its default batch
         from streamplan.zoo.registry import get_model
 
         batch = get_model(spec).default_batch
     # recorded as for inference: JSON reports it, and a saved schedule's fingerprint names it
-    return _with_batch(capture_training(problem, optimizer=optimizer, name=name), batch)
+    graph = capture_training(problem, optimizer=optimizer, name=name, master_dtype=master_dtype)
+    return _with_batch(graph, batch)
 
 
-def training_problem_of(spec: str, *, batch: int | None = None) -> tuple[Any, str]:
-    """``(TrainingProblem, name)`` of a zoo model or a ``file.py:function`` spec."""
+def training_problem_of(
+    spec: str, *, batch: int | None = None, device: str = "cpu", attention: str | None = None
+) -> tuple[Any, str]:
+    """``(TrainingProblem, name)`` of a zoo model, a ``file.py:function`` or a hub spec (a hub
+    model is built on ``device``: ``meta`` to capture it at full size, ``cpu`` to run it)."""
     from streamplan.frontends.training import TrainingProblem
+    from streamplan.zoo.hub import is_hub_spec
 
+    if is_hub_spec(spec):
+        from streamplan.zoo.hub_models import hub_training_problem
+
+        return hub_training_problem(spec, batch=batch, device=device, attention=attention)
     if ".py:" in spec:
         module, inputs, loss_fn, targets = _load_user(spec, batch=batch, with_targets=True)
         return TrainingProblem(
@@ -299,17 +411,25 @@ def _cast_problem(problem: Any, dtype: str) -> Any:
     import torch
 
     tdt = getattr(torch, dtype)
-
-    def cast(x: Any) -> Any:
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            return x.to(tdt)
-        if isinstance(x, (tuple, list)):
-            return type(x)(cast(y) for y in x)
-        return x
-
     return dataclasses.replace(
-        problem, module=problem.module.to(tdt), inputs=cast(problem.inputs), targets=cast(problem.targets)
+        problem,
+        module=problem.module.to(tdt),
+        inputs=_cast_floats(problem.inputs, tdt),
+        targets=_cast_floats(problem.targets, tdt),
     )
+
+
+def _cast_floats(x: Any, tdt: Any) -> Any:
+    """Every floating tensor in ``x`` (nested tuples, lists and dicts: ``(args, kwargs)``) cast to ``tdt``."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(tdt) if x.is_floating_point() else x
+    if isinstance(x, (tuple, list)):
+        return type(x)(_cast_floats(y, tdt) for y in x)
+    if isinstance(x, dict):
+        return {k: _cast_floats(v, tdt) for k, v in x.items()}
+    return x
 
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
@@ -395,8 +515,5 @@ def _capture(module: Any, inputs: Any, *, name: str, dtype: str | None) -> Graph
     if dtype is not None and dtype != "float32":
         tdt = getattr(torch, dtype)
         module = module.to(tdt)
-        inputs = tuple(
-            x.to(tdt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in (inputs if isinstance(inputs, (tuple, list)) else (inputs,))
-        )
+        inputs = _cast_floats(inputs if isinstance(inputs, (tuple, list)) else (inputs,), tdt)
     return capture(module, inputs, name=name)

@@ -53,13 +53,28 @@ def _check_matches_eager(tmp_path, problem, graph: Graph, policy: str, optimizer
     assert ok, f"{graph.name} {policy} {optimizer}: max abs error {max_abs}"
 
 
-@pytest.mark.parametrize("optimizer", ["none", "sgd", "momentum", "adam"])
+@pytest.mark.parametrize("optimizer", ["none", "sgd", "momentum", "adam", "adamw"])
 def test_two_branch_step_matches_eager(tmp_path, optimizer: str) -> None:
     """Branches, batch norm's running statistics, dropout, and every optimizer's in-place update."""
     _check_matches_eager(tmp_path, two_branch_problem(), two_branch_graph(optimizer), "nimble", optimizer)
 
 
 @functools.cache
+def test_mixed_precision_step_matches_eager_on_master_copies(tmp_path) -> None:
+    """bf16 parameters and gradients, fp32 master weights and AdamW state: the generated module
+    casts each gradient up, updates the master copy and writes it back, as the eager reference."""
+    import dataclasses
+
+    problem = two_branch_problem()
+    problem = dataclasses.replace(
+        problem,
+        module=problem.module.to(torch.bfloat16),
+        inputs=tuple(x.to(torch.bfloat16) for x in problem.inputs),
+    )
+    graph = capture_training(problem, optimizer="adamw", name="two_branch", master_dtype="float32")
+    _check_matches_eager(tmp_path, problem, graph, "asap", "adamw")
+
+
 def _zoo_graph(name: str, optimizer: str) -> Graph:
     return capture_training(small_zoo_problem(name), optimizer=optimizer, name=name)
 

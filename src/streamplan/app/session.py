@@ -280,6 +280,15 @@ class Session:
             **options,
         )
 
+    def fit(self, *, search_batch: bool = True):
+        """Whether the step fits the settings' device as PyTorch runs it (one stream, program
+        order, the caching allocator), its peak by role and what sets it, and if it does not fit,
+        the cheapest changes that make it fit with their predicted step times (``app/fit.py``).
+        ``search_batch=False`` skips the search for the largest micro-batch (it captures again)."""
+        from streamplan.app.fit import fit_session
+
+        return fit_session(self, search_batch=search_batch)
+
     def codegen(self, run: PolicyRun | str, *, class_name: str | None = None):
         """``run`` written as a self-contained, torch-only Python module."""
         from streamplan.app.codegen import codegen_run
@@ -367,6 +376,8 @@ def analyze(
     targets: Sequence[Any] = (),
     batch: int | None = None,
     dtype: str | None = None,
+    precision: str | None = None,
+    attention: str | None = None,
     name: str | None = None,
     cache: bool = True,
     progress: ProgressFn = no_progress,
@@ -377,12 +388,15 @@ def analyze(
     """A ``Session`` on ``model`` under ``settings`` (or ``Settings(**setting_fields)``).
 
     ``model`` is a model spec (a zoo name, ``random:N``, ``graph.json``, ``file.py:function``,
-    ``model.onnx``; captured through the capture cache unless ``cache=False``), a ``Graph``, or
-    a ``torch.nn.Module`` with ``example_inputs``. ``train=True`` makes it one training step
-    (``optimizer``: none, sgd, momentum or adam; for a module, ``loss_fn(output, *targets)``,
-    the sum of the outputs when None). ``parallel`` (a ``ParallelPlan`` or its text:
-    ``"fsdp=8"``, ``"ddp=8,bucket=25MiB"``) turns the training step into one rank's program
-    (``docs/distributed.md``); ``batch`` is then each rank's batch.
+    ``model.onnx``, ``hf:NAME``, ``timm:NAME``, ``torchvision:NAME``; captured through the
+    capture cache unless ``cache=False``), a ``Graph``, or a ``torch.nn.Module`` (it may live
+    on the meta device) with ``example_inputs``. ``train=True`` makes it one training step
+    (``optimizer``: none, sgd, momentum, adam or adamw; for a module, ``loss_fn(output, *targets)``,
+    the sum of the outputs when None). For a spec, ``precision`` (``mixed-bf16``) and
+    ``attention`` (``flash``, ``math``, ``eager``) say how the step runs (``ModelRequest``).
+    ``parallel`` (a ``ParallelPlan`` or its text: ``"fsdp=8"``, ``"ddp=8,bucket=25MiB"``) turns
+    the training step into one rank's program (``docs/distributed.md``); ``batch`` is then each
+    rank's batch.
     """
     if settings is not None and setting_fields:
         raise ScheduleError("give either settings= or setting fields, not both")
@@ -410,7 +424,14 @@ def analyze(
         if optimizer != "none" and not train:
             raise ModelSpecError(f"optimizer={optimizer!r} needs train=True", hint="add train=True")
         request = ModelRequest(
-            model, batch=batch, dtype=dtype, train=train, optimizer=optimizer, parallel=parallel
+            model,
+            batch=batch,
+            dtype=dtype,
+            train=train,
+            optimizer=optimizer,
+            precision=precision,
+            attention=attention,
+            parallel=parallel,
         )
         graph = request.load(cache=CaptureCache() if cache else None, progress=progress)
         return Session(graph, settings, source=request, progress=progress)
@@ -422,6 +443,11 @@ def analyze(
             hint="analyze(module, example_inputs) with a tuple of tensors, or a model spec string",
         )
     inputs = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    if precision is not None or attention is not None:
+        raise ModelSpecError(
+            "precision and attention rebuild a model spec; a module is captured as it is",
+            hint="cast the module yourself, or analyze a model spec",
+        )
     if batch is not None or dtype is not None:
         raise ModelSpecError(
             "batch and dtype rebuild a model spec's inputs; a module is captured with the inputs given",

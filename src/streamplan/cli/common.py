@@ -16,7 +16,7 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 110)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DEFAULT_POLICIES = "sequential,memory,wavefront,asap,nimble,ios"
-PROFILES = "v100, a100, h100, h200, cpu"
+PROFILES = "v100, a100, a100-80gb, h100, h200, l4, rtx4090, rtx3090, cpu"
 
 
 def policy_help() -> str:
@@ -25,7 +25,10 @@ def policy_help() -> str:
     return f"scheduling policy: {', '.join(POLICIES)}"
 
 
-ModelArg = typer.Argument(..., help="zoo name, random:N[:seed], graph.json, or file.py:function")
+ModelArg = typer.Argument(
+    ...,
+    help="zoo name, random:N[:seed], graph.json, file.py:function, model.onnx, or hf:/timm:/torchvision:NAME",
+)
 BatchOpt = typer.Option(
     None, "--batch", help="rebuild the model's example inputs at this batch size (not for graph .json files)"
 )
@@ -71,7 +74,7 @@ ParallelOpt = typer.Option(
     "(--batch is each rank's batch; docs/distributed.md)",
 )
 OptimizerOpt = typer.Option(
-    "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum or adam"
+    "none", "--optimizer", help="with --train: the update in the step: none, sgd, momentum, adam or adamw"
 )
 CudaGraphsOpt = typer.Option(
     False,

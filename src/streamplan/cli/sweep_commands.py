@@ -55,7 +55,7 @@ def sweep(
         None,
         "--optimizers",
         "--optimizer",
-        help="the training step's updates: none, sgd, momentum, adam (comma-separated; needs --train)",
+        help="the training step's updates: none, sgd, momentum, adam, adamw (comma-separated; needs --train)",
     ),
     cuda_graphs: bool = typer.Option(
         False, "--cuda-graphs", help="cost each schedule replayed as one CUDA graph (no launch overhead)"

@@ -34,7 +34,7 @@ from streamplan.codegen.pyast import (
 )
 from streamplan.codegen.render import Fixed, Stmt
 from streamplan.errors import GraphError, UnsupportedError
-from streamplan.frontends.argcodec import TORCH_CONSTANTS
+from streamplan.frontends.argcodec import NONFINITE, TORCH_CONSTANTS
 from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 from streamplan.ir.opname import PYTHON_OPS
@@ -386,6 +386,10 @@ def _arg_expr(a: Any, ref: Ref, node: Node, depth: int = 0) -> ast.expr:
                 return torch_constant(tag, a[tag])
         if "$device" in a:
             return name("device")
+        if "$float" in a:
+            if a["$float"] not in NONFINITE:
+                raise Unwritable(f"{a['$float']!r:.40} is not a non-finite float (inf, -inf, nan)")
+            return literal(float(a["$float"]))
         raise UnsupportedError(
             f"op {node.op} takes a mapping argument, which cannot be written", where=node.id
         )

@@ -326,7 +326,7 @@ def _training_header(step: TrainingStep) -> list[str]:
     lines = [f"training step: loss {ps.plain(step.loss_fn)}; optimizer {ps.plain(step.optimizer)}"]
     if settings:
         lines.append(f"  {settings}")
-    if step.optimizer == "adam":
+    if step.optimizer in ("adam", "adamw"):
         lines.append(
             f"  Adam's bias corrections are those of step {h.get('step', 1.0):g} (constants of the graph)"
         )

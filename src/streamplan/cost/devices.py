@@ -23,6 +23,13 @@ each kernel node pays a small device-side overhead instead of the stream launch'
 fixed time, and a dependency between nodes on
 different streams costs device latency instead of host calls. Their sources are in
 ``docs/simulator.md``. The CPU profile has none (``graph_launch_ms`` is None).
+
+Device memory (what ``fit`` checks a step against) is a group of its own: ``memory_bytes``
+is the card's total as the driver reports it (``torch.cuda.get_device_properties().total_memory``,
+nvidia-smi's MiB), ``usable_fraction`` what is left of it once the CUDA context (driver,
+kernels, cuBLAS handles) has taken its share, and ``blas_workspace_bytes`` the cuBLAS
+workspace PyTorch keeps per stream that runs a matmul (its default: 32 MiB on Hopper,
+4 MiB x 2 + 16 KiB x 8 before). Sources are in ``docs/fit.md``.
 """
 
 from __future__ import annotations
@@ -64,11 +71,22 @@ class DeviceProfile:
     graph_edge_ms: float = 0.0  # device latency of a graph edge between nodes on different streams
     # -- communication: the links between devices (cost/links.py); None: no collectives modelled
     interconnect: Interconnect | None = None
+    # -- device memory (fit): total, the share left after the CUDA context, cuBLAS's per-stream workspace
+    memory_bytes: int | None = None  # None: unknown (the CPU profile)
+    usable_fraction: float = 1.0
+    blas_workspace_bytes: int = 0
 
     @property
     def has_cuda_graphs(self) -> bool:
         """True when the profile describes CUDA-graph replay (GPUs; not the CPU runtime)."""
         return self.graph_launch_ms is not None
+
+    @property
+    def usable_memory_bytes(self) -> int | None:
+        """What a program can allocate: the total less the CUDA context's share (None: unknown)."""
+        if self.memory_bytes is None:
+            return None
+        return int(self.memory_bytes * self.usable_fraction)
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""
@@ -97,10 +115,31 @@ _GPU_EVENTS = {"event_record_ms": 0.0015, "event_wait_ms": 0.0015, "event_resume
 # on different streams is resolved on the device (assumed 1 us: no published figure found).
 _GPU_GRAPHS = {"graph_launch_ms": 0.0035, "graph_node_ms": 0.001, "graph_edge_ms": 0.001}
 
+# Device memory. Totals are what the driver reports (nvidia-smi's MiB = torch's total_memory /
+# 2**20), not the marketing GB: an "80 GB" H100 reports 81,559 MiB. The CUDA context (driver state,
+# the kernels of torch, cuBLAS and cuDNN loaded lazily) takes about 0.5 GiB before the first tensor;
+# usable_fraction is what is left. cuBLAS's default workspace per (handle, stream): 32 MiB on Hopper
+# (sm_90), 4 MiB x 2 + 16 KiB x 8 on older GPUs (PyTorch's CUBLAS_WORKSPACE_CONFIG default).
+MIB = 1 << 20
+CUDA_CONTEXT_BYTES = 512 * MIB
+HOPPER_BLAS_WORKSPACE_BYTES = 32 * MIB
+BLAS_WORKSPACE_BYTES = 2 * 4 * MIB + 8 * 16 * 1024
+
+
+def _memory(total_mib: int, *, hopper: bool = False) -> dict[str, float | int]:
+    """The memory group of a GPU profile with ``total_mib`` MiB reported by the driver."""
+    total = total_mib * MIB
+    return {
+        "memory_bytes": total,
+        "usable_fraction": 1 - CUDA_CONTEXT_BYTES / total,
+        "blas_workspace_bytes": HOPPER_BLAS_WORKSPACE_BYTES if hopper else BLAS_WORKSPACE_BYTES,
+    }
+
+
 DEVICES: dict[str, DeviceProfile] = {
     "v100": DeviceProfile(
         "v100",
-        "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
+        "NVIDIA V100 SXM2 16GB (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
         sms=80,
         peak_flops={"fp32": 15.7 * TERA, "fp16": 125 * TERA, "fp64": 7.8 * TERA},
         mem_bw_bytes_per_s=900 * GIGA,
@@ -109,6 +148,7 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_EVENTS,
         **_GPU_GRAPHS,
         interconnect=interconnect("nvlink2", "ib-hdr"),
+        **_memory(16_160),
     ),
     "a100": DeviceProfile(
         "a100",
@@ -128,10 +168,11 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_GRAPHS,
         conv_tf32=True,
         interconnect=interconnect("nvlink3", "ib-hdr"),
+        **_memory(40_960),
     ),
     "h100": DeviceProfile(
         "h100",
-        "NVIDIA H100 SXM5 (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
+        "NVIDIA H100 SXM5 80GB (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
         sms=132,
         peak_flops={
             "fp32": 67 * TERA,
@@ -147,10 +188,11 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_GRAPHS,
         conv_tf32=True,
         interconnect=interconnect("nvlink4", "ib-ndr"),
+        **_memory(81_559, hopper=True),
     ),
     "h200": DeviceProfile(
         "h200",
-        "NVIDIA H200 SXM (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
+        "NVIDIA H200 SXM 141GB (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
         sms=132,
         peak_flops={
             "fp32": 67 * TERA,
@@ -166,6 +208,89 @@ DEVICES: dict[str, DeviceProfile] = {
         **_GPU_GRAPHS,
         conv_tf32=True,
         interconnect=interconnect("nvlink4", "ib-ndr"),
+        **_memory(143_771, hopper=True),
+    ),
+    "a100-80gb": DeviceProfile(
+        "a100-80gb",
+        "NVIDIA A100 SXM4 80GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 2.039 TB/s)",
+        sms=108,
+        peak_flops={
+            "fp32": 19.5 * TERA,
+            "tf32": 156 * TERA,
+            "fp16": 312 * TERA,
+            "bf16": 312 * TERA,
+            "fp64": 19.5 * TERA,
+        },
+        mem_bw_bytes_per_s=2039 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
+        **_GPU_GRAPHS,
+        conv_tf32=True,
+        **_memory(81_920),
+        interconnect=interconnect("nvlink3", "ib-hdr"),
+    ),
+    # Ada Lovelace / Ampere cards users fit models on: dense tensor rates with fp32 accumulation
+    # (what PyTorch's bf16/fp16 matmuls use), from NVIDIA's L4 datasheet and Ada/Ampere whitepapers.
+    "l4": DeviceProfile(
+        "l4",
+        "NVIDIA L4 24GB (58 SMs, 30.3 fp32, 60 tf32, 121 fp16/bf16, 300 GB/s)",
+        sms=58,
+        peak_flops={
+            "fp32": 30.3 * TERA,
+            "tf32": 60 * TERA,
+            "fp16": 121 * TERA,
+            "bf16": 121 * TERA,
+            "fp64": 0.47 * TERA,
+        },
+        mem_bw_bytes_per_s=300 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
+        **_GPU_GRAPHS,
+        conv_tf32=True,
+        **_memory(23_034),
+        interconnect=interconnect("pcie4", "roce-200"),
+    ),
+    "rtx4090": DeviceProfile(
+        "rtx4090",
+        "NVIDIA GeForce RTX 4090 24GB (128 SMs, 82.6 fp32, 82.6 tf32, 165 fp16/bf16, 1.008 TB/s)",
+        sms=128,
+        peak_flops={
+            "fp32": 82.6 * TERA,
+            "tf32": 82.6 * TERA,
+            "fp16": 165.2 * TERA,
+            "bf16": 165.2 * TERA,
+            "fp64": 1.29 * TERA,
+        },
+        mem_bw_bytes_per_s=1008 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
+        **_GPU_GRAPHS,
+        conv_tf32=True,
+        **_memory(24_564),
+        interconnect=interconnect("pcie4", "roce-200"),
+    ),
+    "rtx3090": DeviceProfile(
+        "rtx3090",
+        "NVIDIA GeForce RTX 3090 24GB (82 SMs, 35.6 fp32, 35.6 tf32, 71 fp16/bf16, 936 GB/s)",
+        sms=82,
+        peak_flops={
+            "fp32": 35.6 * TERA,
+            "tf32": 35.6 * TERA,
+            "fp16": 71 * TERA,
+            "bf16": 71 * TERA,
+            "fp64": 0.56 * TERA,
+        },
+        mem_bw_bytes_per_s=936 * GIGA,
+        launch_overhead_ms=_GPU_LAUNCH_MS,
+        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
+        **_GPU_EVENTS,
+        **_GPU_GRAPHS,
+        conv_tf32=True,
+        **_memory(24_576),
+        interconnect=interconnect("pcie4", "roce-200"),
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
     # Calibrated on streamplan's own CPU runtime (one worker thread per stream, torch at one

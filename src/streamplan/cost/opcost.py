@@ -84,8 +84,19 @@ GEMM_OPS = frozenset(
         "linear",
         "_scaled_dot_product_efficient_attention",
         "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
         "scaled_dot_product_attention",
         "_scaled_dot_product_cudnn_attention",
+        # their backward kernels are matmuls on the tensor cores too
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "_scaled_dot_product_cudnn_attention_backward",
+        # mixture-of-experts layers: one grouped matmul over the experts
+        "_grouped_mm",
+        "grouped_mm",
+        "grouped_mm_fallback",
+        "grouped_mm_fallback_backward",
         "einsum",
     }
 )
@@ -101,6 +112,8 @@ def op_base_name(op: str) -> str:
     """'aten.convolution.default' -> 'convolution'; 'operator.getitem' / 'getitem' -> 'getitem'."""
     parts = op.split(".")
     if parts[0] in ("aten", "prims", "torch") and len(parts) > 1:
+        return parts[1]
+    if len(parts) == 3 and parts[0] != "fused":  # a custom op: 'namespace.name.overload'
         return parts[1]
     return parts[-1] if len(parts) > 1 and parts[0] != "aten" else parts[0]
 

@@ -5,7 +5,8 @@ so that the runtime can call the ATen op again with real tensors. Inside them:
 
 - a tensor is ``{"$v": value_id}``;
 - a list or tuple is a JSON list;
-- ``None``, bools, ints, floats and strings are themselves;
+- ``None``, bools, ints, finite floats and strings are themselves; an infinite or NaN float
+  (an attention mask's ``-inf``) is ``{"$float": "-inf"}``, since strict JSON has no such number;
 - a ``torch.dtype`` is ``{"$dtype": "float32"}``, a device ``{"$device": "cpu"}``,
   a layout ``{"$layout": "strided"}``, a memory format ``{"$memory_format": "contiguous_format"}``.
 
@@ -16,10 +17,12 @@ such objects (``TORCH_CONSTANTS``), never by looking up an arbitrary attribute o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-TAGS = ("$v", "$dtype", "$device", "$layout", "$memory_format")
+TAGS = ("$v", "$dtype", "$device", "$layout", "$memory_format", "$float")
+NONFINITE = ("inf", "-inf", "nan")  # the floats strict JSON cannot hold, written {"$float": ...}
 
 # The names of torch's dtypes, layouts and memory formats (``str(x)`` without "torch."): the
 # only attributes of ``torch`` a tag may name. A test checks them against the installed torch.
@@ -58,6 +61,8 @@ def encode(obj: Any, tensor_id: Callable[[Any], str | None]) -> Any:
     vid = tensor_id(obj)
     if vid is not None:
         return {"$v": vid}
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return {"$float": repr(obj)}  # "inf", "-inf" or "nan": float() reads each back
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, (list, tuple)):
@@ -87,6 +92,10 @@ def decode(obj: Any, env: dict[str, Any], *, device: Any = None) -> Any:
     if isinstance(obj, dict):
         if "$v" in obj:
             return env[obj["$v"]]
+        if "$float" in obj:
+            if obj["$float"] not in NONFINITE:
+                raise ValueError(f"{obj['$float']!r:.40} is not a non-finite float (inf, -inf, nan)")
+            return float(obj["$float"])
         import torch
 
         for tag, names in TORCH_CONSTANTS.items():

@@ -10,7 +10,11 @@ being 2 FLOPs:
 - convolution: 2 · out numel · (Cin/groups) · kernel area; transposed convolution
   counts per *input* element instead (2 · in numel · (Cout/groups) · kernel area),
   which is the number of multiply-adds it really performs;
-- scaled dot-product attention: 2·B·H·L·S·(D + Dv) (= 4·B·H·L·S·D);
+- scaled dot-product attention: 2·B·H·L·S·(D + Dv) (= 4·B·H·L·S·D); its backward 2.5 times
+  that (four matmuls, and the flash kernels' recomputation of the scores);
+- grouped matmuls (mixture-of-experts layers: ``_grouped_mm``, transformers'
+  ``grouped_mm_fallback``): 2·S·K·N for S rows of K against the experts' K×N, twice that
+  for the backward (the gradients of the input and of the weights);
 - pooling: out numel · window area; adaptive pooling: in numel;
 - norms and softmax: 5 · numel; reductions: in numel (variance 3×);
 - data movement and creation (cat, copy, embedding, zeros...): 0;
@@ -126,6 +130,12 @@ _ZERO = {
     "replication_pad1d",
     "replication_pad2d",
 }
+_SDPA_BACKWARD = {
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+}
 _SDPA = {
     "scaled_dot_product_attention",
     "_scaled_dot_product_flash_attention",
@@ -148,6 +158,8 @@ def node_flops(name: str, bound: dict[str, Any], outputs: Sequence[Value]) -> in
         return _conv(bound, outputs)
     if name in _SDPA:
         return _sdpa(bound)
+    if name in _SDPA_BACKWARD:
+        return int(2.5 * _sdpa(bound))
     if "adaptive" in name and "pool" in name:
         return first_in
     if "pool" in name:
@@ -240,7 +252,24 @@ def _pool(bound: dict[str, Any], outputs: Sequence[Value]) -> int:
     return numel(out) * numel(kernel)
 
 
+def _grouped_mm(bound: dict[str, Any], outputs: Sequence[Value]) -> int:
+    """S rows of K against per-expert K x N weights: 2·S·K·N (the output is S x N)."""
+    k = (_shape(bound, "input", "self", "mat_a") or (1,))[-1]
+    return 2 * numel(outputs[0].shape) * k if outputs else 0
+
+
+def _grouped_mm_backward(bound: dict[str, Any], outputs: Sequence[Value]) -> int:
+    """The gradients of the input and of the weights: two grouped matmuls of the forward's size."""
+    grad_out = _shape(bound, "grad_output")
+    k = (_shape(bound, "input") or (1,))[-1]
+    return 4 * numel(grad_out) * k if grad_out else 0
+
+
 _RULES = {
+    "_grouped_mm": _grouped_mm,
+    "grouped_mm": _grouped_mm,
+    "grouped_mm_fallback": _grouped_mm,
+    "grouped_mm_fallback_backward": _grouped_mm_backward,
     "mm": _mm,
     "addmm": _mm,
     "bmm": _mm,

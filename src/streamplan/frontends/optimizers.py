@@ -10,7 +10,18 @@ stream gives bit-identical parameters:
 - ``adam`` (``torch.optim.Adam(lr, betas, eps)`` at step ``step``):
   ``m.lerp_(g, 1 - beta1)``, ``v.mul_(beta2).addcmul_(g, g, value=1 - beta2)``,
   ``denom = (v.sqrt() / bias_correction2 ** 0.5).add_(eps)``,
-  ``p.addcdiv_(m, denom, value=-lr / bias_correction1)``.
+  ``p.addcdiv_(m, denom, value=-lr / bias_correction1)``;
+- ``adamw`` (``torch.optim.AdamW(lr, betas, eps, weight_decay)``): the decoupled decay
+  ``p.mul_(1 - lr * weight_decay)`` first, then Adam's update.
+
+**Mixed precision with master weights** (``master_dtype="float32"``), as mixed-precision
+training keeps a low-precision model: the parameters and gradients are bf16 (or fp16),
+and the optimizer owns an fp32 copy of every parameter (state slot ``master``) with its
+state in fp32 too. The update casts the gradient up (``g.to(float32)``, a temporary),
+updates the master copy exactly as above, and writes it back into the model's parameter
+(``p.copy_(master)``, rounding to the parameter's dtype). That is 2 + 2 bytes per
+parameter for the bf16 weights and gradients and 4 + 4 + 4 for the fp32 master and
+Adam's moments: the "16 bytes per parameter" of mixed-precision Adam.
 
 Updates are in place: each op's output aliases the storage it writes and the op lists
 it in ``node.mutates``, so the parameter and the state keep their storage and the
@@ -29,6 +40,7 @@ from typing import Any
 from streamplan.errors import ModelSpecError
 from streamplan.frontends.argcodec import tensor_ref
 from streamplan.frontends.flops import node_flops
+from streamplan.ir.dtypes import tensor_bytes
 from streamplan.ir.graph import Node, Value
 from streamplan.ir.training import OPTIMIZERS
 
@@ -37,13 +49,16 @@ DEFAULT_HYPERPARAMETERS: dict[str, dict[str, float]] = {
     "sgd": {"lr": 0.01},
     "momentum": {"lr": 0.01, "momentum": 0.9},
     "adam": {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "step": 1.0},
+    "adamw": {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "step": 1.0},
 }
 STATE_SLOTS: dict[str, tuple[str, ...]] = {
     "none": (),
     "sgd": (),
     "momentum": ("momentum_buffer",),
     "adam": ("exp_avg", "exp_avg_sq"),
+    "adamw": ("exp_avg", "exp_avg_sq"),
 }
+MASTER_SLOT = "master"  # the fp32 copy of a parameter that mixed-precision training updates
 
 
 def check_optimizer(name: str) -> str:
@@ -82,21 +97,38 @@ class _Emitter:
             name = f"{stem}{k}"
         return name
 
-    def state(self, param: str, slot: str) -> str:
+    def state(self, param: str, slot: str, dtype: str | None = None) -> str:
+        """A state tensor shaped like ``param`` (in ``dtype``, default the parameter's)."""
         p = self.value(param)
+        nbytes = p.nbytes if dtype is None or dtype == p.dtype else tensor_bytes(p.shape, dtype)
         vid = self.fresh(f"{param}.{slot}")
-        self.out.values[vid] = Value(vid, p.shape, p.dtype, p.nbytes, "buffer")
+        self.out.values[vid] = Value(vid, p.shape, dtype or p.dtype, nbytes, "buffer")
         self.out.state[vid] = (param, slot)
         return vid
 
-    def op(self, stem: str, op: str, args: list[Any], kwargs: dict[str, Any], *, writes: str | None) -> str:
-        """One node; ``writes`` names the input it updates in place (its output aliases it)."""
+    def op(
+        self,
+        stem: str,
+        op: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        *,
+        writes: str | None,
+        dtype: str | None = None,
+    ) -> str:
+        """One node; ``writes`` names the input it updates in place (its output aliases it);
+        ``dtype`` is the output's when it differs from the first input's (a cast)."""
         inputs = tuple(dict.fromkeys(a["$v"] for a in args if isinstance(a, dict)))
         first = self.value(inputs[0])
         vid = self.fresh(stem)
         storage = self.value(writes).storage if writes else ""
-        nbytes = first.nbytes
-        out = Value(vid, first.shape, first.dtype, nbytes, "activation", storage)
+        if writes:  # an in-place update keeps the written tensor's dtype and size
+            dtype, nbytes = self.value(writes).dtype, self.value(writes).nbytes
+        elif dtype is None or dtype == first.dtype:
+            dtype, nbytes = first.dtype, first.nbytes
+        else:
+            nbytes = tensor_bytes(first.shape, dtype)
+        out = Value(vid, first.shape, dtype, nbytes, "activation", storage)
         self.out.values[vid] = out
         base = op.split(".")[1].rstrip("_")
         self.out.nodes.append(
@@ -121,10 +153,15 @@ def optimizer_update(
     optimizer: str,
     hyperparameters: Mapping[str, float],
     taken: Callable[[str], bool],
+    *,
+    master_dtype: str | None = None,
 ) -> OptimizerUpdate:
     """The update of every parameter in ``gradients`` (param id -> gradient id), in that order.
 
     ``taken(name)`` says whether a node or value id is already used in the graph.
+    ``master_dtype`` (``"float32"``): the optimizer updates a master copy of each parameter in
+    that dtype, its state in that dtype too, and copies the result back into the parameter
+    (mixed precision, see the module docstring); None updates the parameters themselves.
     """
     check_optimizer(optimizer)
     h = {**DEFAULT_HYPERPARAMETERS[optimizer], **hyperparameters}
@@ -134,35 +171,62 @@ def optimizer_update(
     for p, g in gradients.items():
         if optimizer == "none":
             break
-        if optimizer == "sgd":
-            out.updates[p] = e.op(
-                f"{p}.add_", "aten.add_.Tensor", [r(p), r(g)], {"alpha": -h["lr"]}, writes=p
-            )
-        elif optimizer == "momentum":
-            buf = e.state(p, "momentum_buffer")
-            scaled = e.op(f"{buf}.mul_", "aten.mul_.Scalar", [r(buf), h["momentum"]], {}, writes=buf)
-            summed = e.op(f"{buf}.add_", "aten.add_.Tensor", [r(scaled), r(g)], {"alpha": 1}, writes=scaled)
-            out.updates[p] = e.op(
-                f"{p}.add_", "aten.add_.Tensor", [r(p), r(summed)], {"alpha": -h["lr"]}, writes=p
-            )
-        else:  # adam
-            beta1, beta2, step = h["beta1"], h["beta2"], h["step"]
-            m, v = e.state(p, "exp_avg"), e.state(p, "exp_avg_sq")
-            m1 = e.op(f"{m}.lerp_", "aten.lerp_.Scalar", [r(m), r(g), 1 - beta1], {}, writes=m)
-            v1 = e.op(f"{v}.mul_", "aten.mul_.Scalar", [r(v), beta2], {}, writes=v)
-            v2 = e.op(
-                f"{v}.addcmul_", "aten.addcmul_.default", [r(v1), r(g), r(g)], {"value": 1 - beta2}, writes=v1
-            )
-            bias_correction1 = 1 - beta1**step
-            bias_correction2 = 1 - beta2**step
-            root = e.op(f"{p}.sqrt", "aten.sqrt.default", [r(v2)], {}, writes=None)
-            scaled = e.op(f"{p}.denom", "aten.div.Scalar", [r(root), bias_correction2**0.5], {}, writes=None)
-            denom = e.op(f"{p}.denom.add_", "aten.add_.Scalar", [r(scaled), h["eps"]], {}, writes=scaled)
-            out.updates[p] = e.op(
-                f"{p}.addcdiv_",
-                "aten.addcdiv_.default",
-                [r(p), r(m1), r(denom)],
-                {"value": -(h["lr"] / bias_correction1)},
-                writes=p,
-            )
+        target, grad = p, g
+        if master_dtype is not None:
+            target = e.state(p, MASTER_SLOT, master_dtype)
+            if e.value(g).dtype != master_dtype:
+                grad = e.op(
+                    f"{g}.{master_dtype}",
+                    "aten._to_copy.default",
+                    [r(g)],
+                    {"dtype": {"$dtype": master_dtype}},
+                    writes=None,
+                    dtype=master_dtype,
+                )
+        updated = _update_one(e, p, target, grad, optimizer, h, master_dtype)
+        if master_dtype is not None:
+            updated = e.op(f"{p}.copy_", "aten.copy_.default", [r(p), r(updated)], {}, writes=p)
+        out.updates[p] = updated
     return out
+
+
+def _update_one(
+    e: _Emitter,
+    param: str,
+    target: str,
+    g: str,
+    optimizer: str,
+    h: Mapping[str, float],
+    state_dtype: str | None,
+) -> str:
+    """``optimizer``'s in-place update of ``target`` (``param`` itself, or its master copy) with
+    gradient ``g``; the state is recorded as ``param``'s. Returns ``target``'s new value."""
+    r = tensor_ref
+    p = target
+    if optimizer == "sgd":
+        return e.op(f"{param}.add_", "aten.add_.Tensor", [r(p), r(g)], {"alpha": -h["lr"]}, writes=p)
+    if optimizer == "momentum":
+        buf = e.state(param, "momentum_buffer", state_dtype)
+        scaled = e.op(f"{buf}.mul_", "aten.mul_.Scalar", [r(buf), h["momentum"]], {}, writes=buf)
+        summed = e.op(f"{buf}.add_", "aten.add_.Tensor", [r(scaled), r(g)], {"alpha": 1}, writes=scaled)
+        return e.op(f"{param}.add_", "aten.add_.Tensor", [r(p), r(summed)], {"alpha": -h["lr"]}, writes=p)
+    # adam, adamw
+    if optimizer == "adamw":  # decoupled weight decay first, as torch.optim.AdamW
+        p = e.op(f"{param}.mul_", "aten.mul_.Scalar", [r(p), 1 - h["lr"] * h["weight_decay"]], {}, writes=p)
+    beta1, beta2, step = h["beta1"], h["beta2"], h["step"]
+    m, v = e.state(param, "exp_avg", state_dtype), e.state(param, "exp_avg_sq", state_dtype)
+    m1 = e.op(f"{m}.lerp_", "aten.lerp_.Scalar", [r(m), r(g), 1 - beta1], {}, writes=m)
+    v1 = e.op(f"{v}.mul_", "aten.mul_.Scalar", [r(v), beta2], {}, writes=v)
+    v2 = e.op(f"{v}.addcmul_", "aten.addcmul_.default", [r(v1), r(g), r(g)], {"value": 1 - beta2}, writes=v1)
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    root = e.op(f"{param}.sqrt", "aten.sqrt.default", [r(v2)], {}, writes=None)
+    scaled = e.op(f"{param}.denom", "aten.div.Scalar", [r(root), bias_correction2**0.5], {}, writes=None)
+    denom = e.op(f"{param}.denom.add_", "aten.add_.Scalar", [r(scaled), h["eps"]], {}, writes=scaled)
+    return e.op(
+        f"{param}.addcdiv_",
+        "aten.addcdiv_.default",
+        [r(p), r(m1), r(denom)],
+        {"value": -(h["lr"] / bias_correction1)},
+        writes=p,
+    )

@@ -51,7 +51,8 @@ def capture(module: torch.nn.Module, example_inputs: Any, *, name: str | None = 
 
     ``example_inputs`` is a Tensor, a tuple/list of positional arguments, or
     ``(args_tuple, kwargs_dict)``. The inputs may be real or fake tensors (made in a
-    ``FakeTensorMode``); either way nothing is computed. Raises ``CaptureError`` when
+    ``FakeTensorMode``); either way nothing is computed. A module on the meta device (a
+    full-size model built without memory, ``fullsize``) is traced as fake CPU tensors. Raises ``CaptureError`` when
     ``forward`` cannot be traced (the model raised, data-dependent control flow) and
     ``UnsupportedError`` listing every construct the graph cannot represent.
     """
@@ -166,8 +167,13 @@ def _quiet() -> Iterator[None]:
 
 
 def _export(module: torch.nn.Module, args: tuple, kwargs: dict, name: str) -> Any:
+    from streamplan.frontends.fullsize import faked_module, has_meta_state
+
     try:
         with _quiet():
+            if has_meta_state(module):  # a full-size model on the meta device: trace it as fake CPU tensors
+                with faked_module(module, args, kwargs) as (fake_args, fake_kwargs):
+                    return torch.export.export(module, fake_args, fake_kwargs, strict=False)
             return torch.export.export(module, args, kwargs, strict=False)
     except Exception as e:  # any failure of tracing, with the user's own line when we find it
         raise _export_error(e, name) from None

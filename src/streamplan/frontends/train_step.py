@@ -38,16 +38,22 @@ def finish_training_step(
     loss_fn: str = "",
     loss_is_default: bool = False,
     extra_meta: Mapping[str, Any] | None = None,
+    master_dtype: str | None = None,
 ) -> Graph:
     """The training step of ``graph`` (see the module docstring), verified.
 
     ``gradients`` maps each trainable parameter's value id to its gradient's value id,
-    in the order the optimizer visits them.
+    in the order the optimizer visits them. ``master_dtype``: mixed precision, the optimizer
+    updates master copies of the parameters in that dtype (``optimizers.optimizer_update``).
     """
     check_optimizer(optimizer)
     hyper = {**DEFAULT_HYPERPARAMETERS[optimizer], **(hyperparameters or {})}
     ids = {*graph.values, *graph.node_ids}
-    update = optimizer_update(graph.values, gradients, optimizer, hyper, ids.__contains__)
+    if optimizer == "none":
+        master_dtype = None  # no update: nothing owns a master copy
+    update = optimizer_update(
+        graph.values, gradients, optimizer, hyper, ids.__contains__, master_dtype=master_dtype
+    )
     values = {**graph.values, **update.values}
     params = (*graph.params, *update.state)
     if optimizer == "none":
@@ -65,6 +71,7 @@ def finish_training_step(
         updates=update.updates,
         first_backward_op=first_backward_op,
         first_optimizer_op=update.nodes[0].id if update.nodes else None,
+        master_dtype=master_dtype,
     )
     meta = {**graph.meta, **(extra_meta or {}), "training": step.to_meta()}
     meta.pop("output_values", None)  # the outputs changed; the forward's structure no longer applies

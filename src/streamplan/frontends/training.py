@@ -32,6 +32,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from streamplan.errors import CaptureError, ModelSpecError
+from streamplan.frontends.fullsize import fake_of
 from streamplan.frontends.fx_import import FxConverter, Problems
 from streamplan.frontends.optimizers import check_optimizer
 from streamplan.frontends.torch_capture import CONSTANT_VALUE_LIMIT, _quiet, _split_inputs, _user_frame
@@ -94,16 +95,19 @@ class _LossNotScalar(Exception):
 class _Step(torch.nn.Module):
     """model + loss as one module returning ``(loss,)``; remembers which half it is in."""
 
-    def __init__(self, problem: TrainingProblem, n_args: int):
+    def __init__(self, problem: TrainingProblem, n_args: int, kwarg_names: tuple[str, ...] = ()):
         super().__init__()
         self.model = problem.module
         self.problem = problem
         self.n_args = n_args
+        self.kwarg_names = kwarg_names  # keyword inputs, passed positionally after the arguments
         self.phase = "forward"
 
     def forward(self, *flat: Any, **kwargs: Any) -> tuple[torch.Tensor]:
         self.phase = "forward"
-        args, targets = flat[: self.n_args], flat[self.n_args :]
+        n_kw = self.n_args + len(self.kwarg_names)
+        args, targets = flat[: self.n_args], flat[n_kw:]
+        kwargs = {**kwargs, **dict(zip(self.kwarg_names, flat[self.n_args : n_kw]))}
         output = self.model(*args, **kwargs)
         problem = dataclasses.replace(self.problem, targets=tuple(targets))
         loss = problem.compute_loss(output)
@@ -120,11 +124,15 @@ def capture_training(
     optimizer: str = "none",
     name: str | None = None,
     hyperparameters: Mapping[str, float] | None = None,
+    master_dtype: str | None = None,
 ) -> Graph:
     """Trace one training step of ``problem`` (forward, loss, backward, ``optimizer`` update).
 
     ``hyperparameters`` override the optimizer's defaults (``optimizers.DEFAULT_HYPERPARAMETERS``:
-    ``lr``, ``momentum``, ``beta1``, ``beta2``, ``eps``, and ``step``, Adam's step number).
+    ``lr``, ``momentum``, ``beta1``, ``beta2``, ``eps``, ``weight_decay``, and ``step``, Adam's
+    step number). ``master_dtype``: mixed precision, the optimizer updates master copies of the
+    parameters in that dtype (``precision.PRECISIONS``). The module may live on the meta device
+    (``fullsize``): its parameters are traced as fake CPU tensors.
 
     Raises ``ModelSpecError`` for an unknown optimizer or a model without trainable
     parameters, ``CaptureError`` for a loss that is not a scalar, data-dependent control
@@ -143,17 +151,29 @@ def capture_training(
             hint="set requires_grad=True on the weights to train, or analyse the model for inference",
         )
     args, kwargs = _split_inputs(problem.inputs)
-    step = _Step(problem, len(args))
+    # tensor keyword inputs (input_ids=...) travel as positional inputs: the joint tracer takes no
+    # keyword tensors; the others (flags, None) stay keywords
+    tensor_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+    kwargs = {k: v for k, v in kwargs.items() if k not in tensor_kwargs}
+    step = _Step(problem, len(args), tuple(tensor_kwargs))
     module.train()
-    gm, sig = _trace(step, (*args, *problem.targets), kwargs, name)
-    n_inputs = len(pytree.tree_leaves((args, kwargs)))
+    gm, sig = _trace(step, (*args, *tensor_kwargs.values(), *problem.targets), kwargs, name)
+    n_inputs = len(pytree.tree_leaves((args, tensor_kwargs)))
     first_name: dict[int, str] = {}
     tied = {  # a parameter registered under two names (tied weights) -> its first name
         fqn.removeprefix("model."): first_name.setdefault(id(p), fqn).removeprefix("model.")
         for fqn, p in step.named_parameters(remove_duplicate=False)
     }
     return _to_graph(
-        gm, sig, problem, optimizer, name, n_inputs=n_inputs, hyperparameters=hyperparameters, tied=tied
+        gm,
+        sig,
+        problem,
+        optimizer,
+        name,
+        n_inputs=n_inputs,
+        hyperparameters=hyperparameters,
+        tied=tied,
+        master_dtype=master_dtype,
     )
 
 
@@ -182,7 +202,7 @@ def _trace(step: _Step, flat: tuple, kwargs: dict, name: str) -> tuple[torch.fx.
     mode = FakeTensorMode(allow_non_fake_inputs=True)  # a loss may close over real labels
 
     def fake(x: Any) -> Any:
-        return mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x
+        return fake_of(mode, x)  # meta tensors (full-size models) become fake CPU tensors
 
     state = {
         **dict(step.named_parameters(remove_duplicate=False)),
@@ -258,6 +278,7 @@ def _to_graph(
     n_inputs: int,
     hyperparameters: Mapping[str, float] | None = None,
     tied: Mapping[str, str] | None = None,
+    master_dtype: str | None = None,
 ) -> Graph:
     g = gm.graph
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
@@ -319,6 +340,7 @@ def _to_graph(
         loss_fn=problem.loss_description,
         loss_is_default=problem.loss_fn is None,
         extra_meta={"targets": [n.name for n in user[n_inputs:]]},
+        master_dtype=master_dtype,
     )
 
 

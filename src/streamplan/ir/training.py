@@ -12,7 +12,9 @@ here into a frozen ``TrainingStep``:
 - ``optimizer_state``: state value id -> (parameter value id, slot name);
 - ``updates``: parameter value id -> the value that holds it after the update;
 - ``first_backward_op`` / ``first_optimizer_op``: where, in graph order, the backward and
-  the update begin (the forward is everything before the backward).
+  the update begin (the forward is everything before the backward);
+- ``master_dtype``: with mixed precision, the dtype of the master copy of each parameter
+  the optimizer updates (state slot ``master``) and of its state; None otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from streamplan.errors import GraphError
 from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.graph import Graph
 
-OPTIMIZERS: tuple[str, ...] = ("none", "sgd", "momentum", "adam")
+OPTIMIZERS: tuple[str, ...] = ("none", "sgd", "momentum", "adam", "adamw")
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
 
@@ -43,6 +45,7 @@ class TrainingStep:
     updates: Mapping[str, str]
     first_backward_op: str | None
     first_optimizer_op: str | None
+    master_dtype: str | None = None
 
     def to_meta(self) -> dict[str, Any]:
         """The JSON form stored in ``graph.meta["training"]``."""
@@ -57,6 +60,7 @@ class TrainingStep:
             "updates": dict(self.updates),
             "first_backward_op": self.first_backward_op,
             "first_optimizer_op": self.first_optimizer_op,
+            **({"master_dtype": self.master_dtype} if self.master_dtype else {}),
         }
 
     @staticmethod
@@ -80,6 +84,7 @@ class TrainingStep:
                 updates=FrozenDict({str(k): str(v) for k, v in data.get("updates", {}).items()}),
                 first_backward_op=data.get("first_backward_op"),
                 first_optimizer_op=data.get("first_optimizer_op"),
+                master_dtype=data.get("master_dtype"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise GraphError(

@@ -2,9 +2,11 @@
 
 The reference is one eager step on a copy of the module: forward, the problem's loss,
 ``loss.backward()`` (gradients start from ``None``, i.e. ``zero_grad(set_to_none=True)``),
-then ``torch.optim`` (``SGD`` or ``Adam``, ``foreach=False``: the single-tensor code the
-graph's update replays) whose state is filled with the same starting values the graph
-gets (``run_state``). Random ops are seeded op by op on both sides
+then ``torch.optim`` (``SGD``, ``Adam`` or ``AdamW``, ``foreach=False``: the single-tensor
+code the graph's update replays) whose state is filled with the same starting values the
+graph gets (``run_state``). A mixed-precision step (``TrainingStep.master_dtype``) runs the
+optimizer on fp32 master copies of the parameters, their gradients cast up, and copies the
+result back into the model's parameters, as the graph's update does. Random ops are seeded op by op on both sides
 (``interpret.seeded_random_ops``), so dropout draws the same masks.
 
 What is compared is what the graph returns: the loss, and the gradients (no optimizer)
@@ -25,6 +27,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from streamplan.errors import ExecutionError
+from streamplan.frontends.optimizers import MASTER_SLOT
 from streamplan.frontends.torch_capture import _split_inputs
 from streamplan.ir.graph import Graph
 from streamplan.ir.training import TrainingStep, training_step
@@ -97,14 +100,20 @@ def eager_step(
         for p, g in step.gradients.items():
             values[g] = named[fqn[p]].grad
     else:
-        optimizer = _optimizer(step, params)
-        by_param = dict(zip(step.gradients, params, strict=True))
+        targets_of = _optimized_tensors(step, state, params, device)
+        optimizer = _optimizer(step, list(targets_of.values()))
+        by_param = dict(zip(step.gradients, targets_of.values(), strict=True))
         for vid, (p, slot) in step.optimizer_state.items():
-            optimizer.state[by_param[p]][slot] = state[vid].to(device).clone()
-        if step.optimizer == "adam":
-            for p in params:
+            if slot != MASTER_SLOT:
+                optimizer.state[by_param[p]][slot] = state[vid].to(device).clone()
+        if step.optimizer in ("adam", "adamw"):
+            for p in by_param.values():
                 optimizer.state[p]["step"] = torch.tensor(step.hyperparameters["step"] - 1.0)
         optimizer.step()
+        with torch.no_grad():
+            for param, target in targets_of.items():
+                if target is not param:  # mixed precision: the master copy goes back into the model
+                    param.copy_(target)
         for p, updated in step.updates.items():
             values[updated] = named[fqn[p]].detach()
     missing = [v for v in graph.outputs if v not in values]
@@ -123,13 +132,51 @@ def graph_order_outputs(graph: Graph, seed: int = 0) -> tuple[Any, ...]:
     return tuple(env[v] for v in graph.outputs)
 
 
+def _in_dtype_of(problem: Any, graph: Graph) -> Any:
+    """``problem`` with its module and floating inputs cast to the dtype of ``graph``'s parameters
+    (a spec rebuilt in fp32 for a step captured in bf16, say); unchanged when they agree."""
+    dtypes = {graph.values[p].dtype for p in graph.params if graph.values[p].kind == "param"}
+    module_dtypes = {p.dtype for p in problem.module.parameters() if p.is_floating_point()}
+    if len(dtypes) != 1 or dtypes == {str(d).removeprefix("torch.") for d in module_dtypes}:
+        return problem
+    tdt = getattr(torch, dtypes.pop())
+    cast = lambda x: x.to(tdt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
+    return dataclasses.replace(
+        problem,
+        module=problem.module.to(tdt),
+        inputs=pytree.tree_map(cast, problem.inputs),
+        targets=tuple(cast(t) for t in problem.targets),
+    )
+
+
+def _optimized_tensors(
+    step: TrainingStep, state: Mapping[str, torch.Tensor], params: list[torch.nn.Parameter], device: str
+) -> dict[torch.nn.Parameter, torch.nn.Parameter]:
+    """Each parameter -> the tensor the optimizer updates: itself, or (mixed precision) its
+    master copy from ``state``, holding the parameter's gradient cast to the master dtype."""
+    if step.master_dtype is None:
+        return {p: p for p in params}
+    master_of = {p: vid for vid, (p, slot) in step.optimizer_state.items() if slot == MASTER_SLOT}
+    out = {}
+    for pid, param in zip(step.gradients, params, strict=True):
+        master = torch.nn.Parameter(state[master_of[pid]].to(device).clone())
+        master.grad = param.grad.to(master.dtype)
+        out[param] = master
+    return out
+
+
 def _optimizer(step: TrainingStep, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     h = step.hyperparameters
     if step.optimizer == "sgd":
         return torch.optim.SGD(params, lr=h["lr"], foreach=False)
     if step.optimizer == "momentum":
         return torch.optim.SGD(params, lr=h["lr"], momentum=h["momentum"], foreach=False)
-    return torch.optim.Adam(params, lr=h["lr"], betas=(h["beta1"], h["beta2"]), eps=h["eps"], foreach=False)
+    betas = (h["beta1"], h["beta2"])
+    if step.optimizer == "adamw":
+        return torch.optim.AdamW(
+            params, lr=h["lr"], betas=betas, eps=h["eps"], weight_decay=h["weight_decay"], foreach=False
+        )
+    return torch.optim.Adam(params, lr=h["lr"], betas=betas, eps=h["eps"], foreach=False)
 
 
 @dataclass(frozen=True)
@@ -167,6 +214,8 @@ def prepare_training(
         problem, name = model, type(model.module).__name__
     elif isinstance(model, str) and not model.startswith("random:") and not model.endswith(".json"):
         problem, name = training_problem_of(model, batch=batch)
+        if graph is not None:  # a step captured in another precision (mixed-bf16): the module follows it
+            problem = _in_dtype_of(problem, graph)
     else:
         name = str(model)
     if graph is None:
@@ -182,7 +231,11 @@ def prepare_training(
             reference = graph_order_outputs(graph, seed)
         return PreparedStep(name, graph, None, None, reference)
     state = run_state(graph, seed)
+    module_params = run_params(graph, problem.module)
+    for vid, (p, slot) in step_of(graph).optimizer_state.items():
+        if slot == MASTER_SLOT and p in module_params:  # a master copy starts as its parameter
+            state[vid] = module_params[p].to(state[vid].dtype)
     with one_thread():
         reference = eager_step(graph, problem, state, device=device)
-    params = {**run_params(graph, problem.module), **state}
+    params = {**module_params, **state}
     return PreparedStep(name, graph, params, run_inputs(graph, problem), reference)

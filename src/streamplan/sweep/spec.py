@@ -284,6 +284,8 @@ def check_model_spec(spec: str) -> None:
     ``random:`` spec, a missing file. A sweep checks every model before its first job."""
     from pathlib import Path
 
+    from streamplan.zoo.hub import is_hub_spec, parse_hub_spec
+
     if spec.startswith("random:"):
         from streamplan.zoo.random_dag import parse_spec
 
@@ -292,6 +294,8 @@ def check_model_spec(spec: str) -> None:
         path = spec.rpartition(":")[0] if ".py:" in spec else spec
         if not Path(path).is_file():
             raise ModelSpecError(f"file {path!r} does not exist", where=spec)
+    elif is_hub_spec(spec):
+        parse_hub_spec(spec)
     else:
         from streamplan.zoo.registry import get_model
 
