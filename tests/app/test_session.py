@@ -40,7 +40,7 @@ def test_the_context_carries_the_settings():
     s = Settings(device="h100", max_streams=3, fusion="first", budget="1.2x", includes=Includes(params=True))
     ctx = s.context("ios")
     assert ctx.max_streams == 3 and ctx.fusion == "first" and ctx.cost.device_name == "h100"
-    assert ctx.budget.factor == 1.2 and ctx.budget.includes_params
+    assert ctx.budget.factor == 1.2 and ctx.budget.includes.params
 
 
 def test_the_seed_question_in_a_few_lines():

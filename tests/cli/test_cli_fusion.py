@@ -10,7 +10,7 @@ def test_saved_fused_schedule_verifies_simulates_and_runs(tmp_path):
     r = sp("schedule", "seed-concat", "--policy", "asap", "--fusion", "stream-aware", "-o", str(path))
     assert r.returncode == 0, r.stderr
     saved = json.loads(path.read_text())
-    assert saved["meta"]["fusion"]["mode"] == "stream-aware"
+    assert saved["fusion"]["mode"] == "stream-aware"
     assert len(saved["launch_order"]) == 3  # two kernels and the concatenation they write in place
     assert sp("verify", "seed-concat", str(path)).returncode == 0
     r = sp("simulate", "seed-concat", "--schedule", str(path), "--json")
@@ -72,7 +72,7 @@ def test_bad_fusion_modes_and_records(tmp_path):
     path = tmp_path / "s.json"
     assert sp("schedule", "seed-concat", "--fusion", "first", "-o", str(path)).returncode == 0
     saved = json.loads(path.read_text())
-    saved["meta"]["fusion"]["groups"] = {"k": ["atan0", "nope"]}
+    saved["fusion"]["groups"] = {"k": ["atan0", "nope"]}
     path.write_text(json.dumps(saved))
     assert_user_error(sp("simulate", "seed-concat", "--schedule", str(path)), "nope")
 

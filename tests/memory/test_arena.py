@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from helpers.dags import random_dags
 from helpers.memory_oracles import brute_force_arena_bound, schedules_for
 from helpers.schedules import asap
+from streamplan.ir.includes import Includes
 from streamplan.memory import check_arena, liveness, plan_arena
 from streamplan.zoo.random_dag import random_dag
 from streamplan.zoo.seed import example2
@@ -63,7 +64,7 @@ def test_conflict_pairs_match_pairwise_definition(gs, inputs):
     from streamplan.memory import conflict_pairs, may_coexist
 
     g, s = gs
-    live = liveness(g, s, include_inputs=inputs)
+    live = liveness(g, s, includes=Includes(inputs=inputs))
     lives = live.lives
     got = set(zip(*(a.tolist() for a in conflict_pairs(live)), strict=True))
     expect = {

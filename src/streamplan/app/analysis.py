@@ -12,9 +12,10 @@ from streamplan.cost.bound import latency_bound
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import StreamplanError
-from streamplan.fusion.plan import fusion_mode, graph_for_schedule, schedule_with_fusion
+from streamplan.fusion.plan import graph_for_schedule, schedule_with_fusion
 from streamplan.fusion.transform import FusionResult, kernel_count
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.report import MemoryReport, analyze_memory
@@ -48,7 +49,7 @@ class PolicyRun:
 
     @property
     def fusion_mode(self) -> str:
-        return fusion_mode(self.schedule)
+        return self.schedule.fusion_mode.value
 
     def scheduled_graph(self, source: Graph) -> Graph:
         """The graph the schedule runs (``source`` itself when the run does not say)."""
@@ -73,21 +74,6 @@ def run_schedule(graph: Graph, schedule: StreamSchedule, ctx: ScheduleContext | 
     planned = graph_for_schedule(graph, schedule)
     verify_schedule(planned.graph, schedule)
     return PolicyRun(schedule, simulate(planned.graph, schedule, ctx.cost), planned.graph, planned.fusion)
-
-
-@dataclass(frozen=True)
-class MemoryOptions:
-    """Which storages the memory figures count besides activations."""
-
-    include_inputs: bool = False
-    include_params: bool = False
-
-    def describe(self) -> str:
-        return (
-            "activations"
-            + (" + inputs" if self.include_inputs else "")
-            + (" + params" if self.include_params else "")
-        )
 
 
 @dataclass(frozen=True)
@@ -151,7 +137,7 @@ def compare_policies(
     ctx: ScheduleContext | None = None,
     *,
     memory: bool = True,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     schedules: Sequence[tuple[str, StreamSchedule]] = (),
     fusions: Sequence[str] | None = None,
 ) -> list[PolicyRow]:
@@ -229,7 +215,7 @@ def _row(
     run: PolicyRun,
     ctx: ScheduleContext,
     memory: bool,
-    includes: MemoryOptions,
+    includes: Includes,
     baseline_ms: float | None,
     elapsed_s: float,
     bound_ms: float | None,
@@ -244,8 +230,7 @@ def _row(
             g,
             sched,
             timeline=timeline,
-            include_inputs=includes.include_inputs,
-            include_params=includes.include_params,
+            includes=includes,
             time_limit_s=ctx.time_limit_s,
             progress=_prefixed(ctx, label),
         )

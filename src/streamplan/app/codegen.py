@@ -8,6 +8,7 @@ from typing import Any
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.codegen import Predictions, default_class_name, generate_module
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators import replay
 from streamplan.memory.host_order import host_order_peak_bytes
@@ -47,7 +48,7 @@ def predict(graph: Graph, run: PolicyRun, ctx: ScheduleContext | None = None) ->
     s, tl = run.schedule, run.timeline
     ctx.progress("predicting memory", None, None)
     worst = worst_case_peak(graph, s, time_limit_s=ctx.time_limit_s)
-    alloc = replay(graph, s, "torch-cuda", timeline=tl, include_inputs=True, include_params=True)
+    alloc = replay(graph, s, "torch-cuda", timeline=tl, includes=EVERYTHING)
     return Predictions(
         device=ctx.cost.device_name,
         makespan_ms=tl.makespan_ms,

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryOptions, PolicyRun
+from streamplan.app.analysis import PolicyRun
 from streamplan.app.context import MeasuredCoverage
 from streamplan.cost.measured import MeasuredCostModel
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.memory.allocators import MODELS, OpMemory, replay
 from streamplan.memory.allocators.report import AllocatorReport
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
@@ -52,7 +53,7 @@ def analyze_run_memory(
     run: PolicyRun,
     ctx: ScheduleContext | None = None,
     *,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     device_memory_bytes: int | None = None,
 ) -> MemoryAnalysis:
     """Every memory figure of ``run``'s schedule (on its kernels when it was fused); with a
@@ -63,21 +64,7 @@ def analyze_run_memory(
     cost = ctx.cost
     op_memory = OpMemory.from_table(graph, cost.table) if isinstance(cost, MeasuredCostModel) else None
     ctx.progress("memory figures", None, None)
-    live = liveness(
-        graph, run.schedule, include_inputs=includes.include_inputs, include_params=includes.include_params
-    )
-    report = analyze_memory(
-        graph,
-        run.schedule,
-        timeline=run.timeline,
-        include_inputs=includes.include_inputs,
-        include_params=includes.include_params,
-        device_memory_bytes=device_memory_bytes,
-        op_memory=op_memory,
-        time_limit_s=ctx.time_limit_s,
-        progress=ctx.progress,
-        live=live,
-    )
+    live = liveness(graph, run.schedule, includes=includes)
     allocators = {}
     for m in MODELS:
         ctx.progress(f"allocator replay: {m}", None, None)
@@ -86,12 +73,23 @@ def analyze_run_memory(
             run.schedule,
             m,
             timeline=run.timeline,
-            include_inputs=includes.include_inputs,
-            include_params=includes.include_params,
+            includes=includes,
             device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None,
             op_memory=op_memory if m == "torch-cuda" else None,
             live=live,
         )
+    report = analyze_memory(
+        graph,
+        run.schedule,
+        timeline=run.timeline,
+        includes=includes,
+        device_memory_bytes=device_memory_bytes,
+        op_memory=op_memory,
+        time_limit_s=ctx.time_limit_s,
+        progress=ctx.progress,
+        live=live,
+        torch_cuda=allocators.get("torch-cuda"),  # the replay above: it is not run twice
+    )
     return MemoryAnalysis(
         run=run,
         report=report,

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryOptions
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.liveness import Includes
 from streamplan.memory.worst_case import WorstCasePeak
 from streamplan.remat.search import DEFAULT_LEVELS, DEFAULT_ROUNDS, RematSearch, search
 from streamplan.remat.solvers import DEFAULT_SOLVER
@@ -48,7 +47,7 @@ class RematPlan:
     analyses: int
     search_time_s: float
     device: str
-    includes: MemoryOptions
+    includes: Includes
     max_streams: int = 0  # the stream cap the answer's schedule ran under
 
     @property
@@ -64,7 +63,7 @@ class RematPlan:
         return self.baseline_worst_case.upper_bytes
 
     @staticmethod
-    def of(result: RematSearch, device: str, includes: MemoryOptions) -> RematPlan:
+    def of(result: RematSearch, device: str, includes: Includes) -> RematPlan:
         c, b = result.chosen, result.baseline
         gap = c.solve.optimality_gap if c.solve is not None else None
         return RematPlan(
@@ -100,7 +99,7 @@ class RematPlan:
             "solver": self.solver,
             "joint": self.joint,
             "device": self.device,
-            "includes": self.includes.describe(),
+            "includes": self.includes.brief(),
             "budget_bytes": self.budget_bytes,
             "worst_case_peak_bytes": self.worst_case_peak_bytes,
             "worst_case_exact": self.worst_case.exact,
@@ -130,7 +129,7 @@ def plan_remat(
     policy: str = "asap",
     solver: str = DEFAULT_SOLVER,
     ctx: ScheduleContext | None = None,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     joint: bool = True,
     levels: int = DEFAULT_LEVELS,
     rounds: int = DEFAULT_ROUNDS,
@@ -151,7 +150,7 @@ def plan_remat(
         policy=policy,
         solver=solver,
         ctx=ctx,
-        includes=Includes(includes.include_inputs, includes.include_params),
+        includes=includes,
         levels=levels,
         rounds=rounds,
         joint=joint,

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryOptions, PolicyRow, PolicyRun, run_policy
+from streamplan.app.analysis import PolicyRow, PolicyRun, run_policy
 from streamplan.app.explain import ExplainResult, explain_run
 from streamplan.budget.pareto import DEFAULT_POINTS, ParetoFront, pareto_front
 from streamplan.errors import StreamplanError
 from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
 from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import training_step
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
@@ -147,7 +148,7 @@ def report_model(
     ctx: ScheduleContext | None = None,
     *,
     model: str | None = None,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     explain: bool = True,
     pareto_points: int = DEFAULT_POINTS,
 ) -> ModelReport:
@@ -179,8 +180,7 @@ def report_model(
             g,
             run.schedule,
             timeline=run.timeline,
-            include_inputs=includes.include_inputs,
-            include_params=includes.include_params,
+            includes=includes,
             time_limit_s=ctx.time_limit_s,
         )
         explanation = None
@@ -201,9 +201,7 @@ def report_model(
     front, front_error = None, None
     if pareto_points > 0:
         ctx.progress("pareto front", None, None)
-        budget = MemoryBudget(
-            limit_bytes=0, includes_inputs=includes.include_inputs, includes_params=includes.include_params
-        )
+        budget = MemoryBudget(limit_bytes=0, includes=includes)
         try:  # of the ops as captured: the budget search schedules ops, not kernels
             front = pareto_front(graph, ctx.replace(fusion="none"), points=pareto_points, budget=budget)
         except StreamplanError as e:
@@ -212,7 +210,7 @@ def report_model(
         model or graph.name,
         graph,
         ctx.cost.device_name,
-        includes.describe(),
+        includes.brief(),
         tuple(reports),
         fusion=ctx.fusion,
         pareto=front,

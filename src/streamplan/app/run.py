@@ -8,9 +8,9 @@ from typing import Any
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError
-from streamplan.fusion.plan import fusion_mode, is_fused
 from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import training_step
 from streamplan.memory.worst_case import WorstCasePeak
@@ -77,12 +77,12 @@ class RunReport:
 
     @property
     def fusion_mode(self) -> str:
-        return fusion_mode(self.schedule)
+        return self.schedule.fusion_mode.value
 
     @property
     def fused(self) -> bool:
         """Whether the run executed fused kernels."""
-        return is_fused(self.schedule)
+        return self.schedule.fusion is not None
 
     @property
     def kernels(self) -> int:
@@ -217,8 +217,7 @@ def run_model(
             cmp.schedule,
             "torch-cuda",
             timeline=tl,
-            include_inputs=True,
-            include_params=True,
+            includes=EVERYTHING,
             op_memory=_op_memory(graph, cmp),
         )
         cuda = CudaPrediction(tc.allocated_peak_bytes, tc.reserved_peak_bytes, tc.op_memory)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryCurve, MemoryOptions, PolicyRow, PolicyRun, compare_policies
+from streamplan.app.analysis import MemoryCurve, PolicyRow, PolicyRun, compare_policies
 from streamplan.app.analysis import memory_curve as _memory_curve
 from streamplan.app.analysis import run_policy as _run_policy
 from streamplan.app.analysis import run_schedule as _run_schedule
@@ -157,12 +157,12 @@ class Session:
         for another graph and not fitting it is a ``ScheduleError``; made for another batch of
         the same ops, a note. A schedule runs the kernels it was made for, so settings whose
         fusion disagrees with its record are refused rather than ignored."""
-        from streamplan.fusion.plan import fuses, fusion_mode
+        from streamplan.fusion.plan import fuses
         from streamplan.ir.fingerprint import fingerprint_mismatch
         from streamplan.ir.schedule import structure_problems
 
         s = StreamSchedule.load(path)
-        made, wanted = fusion_mode(s), self.settings.fusion
+        made, wanted = s.fusion_mode, self.settings.fusion
         if fuses(wanted) and made != wanted:
             raise ScheduleError(
                 f"the schedule was made with --fusion {made}, not {wanted}",
@@ -201,7 +201,7 @@ class Session:
             list(policies),
             self.settings.context(cost=self.cost, progress=self.progress),
             memory=memory,
-            includes=self._memory_options(),
+            includes=self.settings.includes,
             schedules=schedules,
         )
         answer = training_answer(rows) if self.graph.is_training and memory else None
@@ -217,7 +217,7 @@ class Session:
                 self.graph,
                 run,
                 self.context(),
-                includes=self._memory_options(),
+                includes=self.settings.includes,
                 device_memory_bytes=self.settings.device_memory_bytes,
             )
         return cache[key]
@@ -252,9 +252,7 @@ class Session:
 
         figure = self.settings.budget.figure if self.settings.budget is not None else "worst_case"
         inc = self.settings.includes
-        budget = MemoryBudget(
-            limit_bytes=0, figure=figure, includes_inputs=inc.inputs, includes_params=inc.params
-        )
+        budget = MemoryBudget(limit_bytes=0, figure=figure, includes=inc)
         return pareto_front(
             self.graph,
             self.context("budget"),
@@ -272,7 +270,7 @@ class Session:
             budget,
             policy=policy,
             ctx=self.context(policy),
-            includes=self._memory_options(),
+            includes=self.settings.includes,
             **options,
         )
 
@@ -294,7 +292,7 @@ class Session:
             list(policies),
             self.settings.context(cost=self.cost, progress=self.progress),
             model=self._spec() or self.graph.name,
-            includes=self._memory_options(),
+            includes=self.settings.includes,
             explain=explain,
             pareto_points=pareto_points,
         )
@@ -347,10 +345,6 @@ class Session:
         from streamplan.models import ModelRequest
 
         return self.source.spec if isinstance(self.source, ModelRequest) else None
-
-    def _memory_options(self) -> MemoryOptions:
-        inc = self.settings.includes
-        return MemoryOptions(include_inputs=inc.inputs, include_params=inc.params)
 
 
 def analyze(

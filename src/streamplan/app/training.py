@@ -104,14 +104,14 @@ def _allocator_lines(base: PolicyRow, others: list[PolicyRow]) -> list[str]:
     """What PyTorch's caching allocator would reserve, where it grows more than the tensors do."""
     if base.memory.torch_cuda is None:
         return []
-    reserved0 = base.memory.torch_cuda["reserved_peak_bytes"]
+    reserved0 = base.memory.torch_cuda.reserved_peak_bytes
     out = []
     for r in others:
         tc = r.memory.torch_cuda
-        if tc is None or tc["reserved_peak_bytes"] <= 1.05 * reserved0:
+        if tc is None or tc.reserved_peak_bytes <= 1.05 * reserved0:
             continue
         out.append(
-            f"{r.policy}: PyTorch's caching allocator would reserve {tc['reserved_peak_bytes'] / MIB:.0f} MiB "
+            f"{r.policy}: PyTorch's caching allocator would reserve {tc.reserved_peak_bytes / MIB:.0f} MiB "
             f"against {reserved0 / MIB:.0f} MiB on one stream (torch-cuda replay): each stream allocates from "
             "its own pool, so memory freed on one stream cannot serve allocations on "
             "another, and frees of blocks used across streams wait for those streams to catch up"

@@ -87,8 +87,7 @@ class BudgetSearch:
     tried: int = 0
 
     def __post_init__(self) -> None:
-        inc, par = self.budget_kind.includes_inputs, self.budget_kind.includes_params
-        self.facts = counted_storages(self.graph, include_inputs=inc, include_params=par)
+        self.facts = counted_storages(self.graph, includes=self.budget_kind.includes)
         self.cost = CachedCost(self.ctx.cost)
         self._plain_ctx = self.ctx.replace(options=FrozenDict(), budget=None, cost=self.cost)
         self._bounds: dict[tuple[str, int], int] = {}
@@ -367,8 +366,7 @@ class BudgetSearch:
             if b.figure == "arena":
                 from streamplan.memory.arena import plan_arena
 
-                inc, par = b.includes_inputs, b.includes_params
-                got = plan_arena(self.graph, c.schedule, include_inputs=inc, include_params=par).arena_bytes
+                got = plan_arena(self.graph, c.schedule, includes=b.includes).arena_bytes
             elif c.bound_bytes is not None:
                 got = c.bound_bytes
             elif c.schedule.num_streams == 1:
@@ -383,8 +381,7 @@ class BudgetSearch:
         """The worst-case analysis of a schedule (None for the arena figure: its bound is exact)."""
         if self.budget_kind.figure != "worst_case":
             return None
-        inc, par = self.budget_kind.includes_inputs, self.budget_kind.includes_params
         wc = worst_case_peak(
-            self.graph, schedule, include_inputs=inc, include_params=par, time_limit_s=max(0.1, time_limit_s)
+            self.graph, schedule, includes=self.budget_kind.includes, time_limit_s=max(0.1, time_limit_s)
         )
         return FigureCheck("worst_case", wc.lower_bytes, wc.upper_bytes, wc.exact, wc.method)

@@ -60,6 +60,7 @@ def pareto(
     """The fastest schedule for each memory budget, from the floor to the fastest, beside every fixed policy."""
     from streamplan.app.budget import pareto_front
     from streamplan.app.context import make_context
+    from streamplan.ir.includes import Includes
     from streamplan.report.pareto import front_tables, render_front
     from streamplan.report.plot import FORMATS
     from streamplan.schedule.context import MemoryBudget
@@ -73,9 +74,7 @@ def pareto(
                 hint=f"end the file name with .{', .'.join(FORMATS)}",
             )
         check_file(output, force=force, protected=(model,))
-    kind = MemoryBudget(
-        limit_bytes=0, figure=budget_figure, includes_inputs=include_inputs, includes_params=include_params
-    )
+    kind = MemoryBudget(limit_bytes=0, figure=budget_figure, includes=Includes(include_inputs, include_params))
     with progress_display(err) as progress:
         ctx = make_context(
             device=device,

@@ -186,12 +186,12 @@ def load_schedule(path: str, graph, *, fusion: str = "none"):
     fitting this one is one line saying so; made for another batch of the same graph and
     fitting, a note on stderr. A schedule runs the kernels it was made for, so a ``--fusion``
     other than ``none`` that disagrees with its record is refused rather than ignored."""
-    from streamplan.fusion.plan import fuses, fusion_mode
+    from streamplan.fusion.plan import fuses
     from streamplan.ir.fingerprint import fingerprint_mismatch
     from streamplan.ir.schedule import StreamSchedule, structure_problems
 
     s = StreamSchedule.load(path)
-    made = fusion_mode(s)
+    made = s.fusion_mode
     if fuses(fusion) and made != fusion:
         raise ScheduleError(
             f"the schedule was made with --fusion {made}, not {fusion}",

@@ -112,9 +112,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML page: policy table, memory over time (by role for a training
     step), the latency/memory Pareto front, stream timelines, explanations."""
-    from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.report import report_model
+    from streamplan.ir.includes import Includes
     from streamplan.report.html import plotly_js, render_html
 
     check_file(output, force=force, protected=(model,))
@@ -130,7 +130,7 @@ def report(
             names,
             ctx,
             model=model,
-            includes=MemoryOptions(include_inputs, include_params),
+            includes=Includes(include_inputs, include_params),
             pareto_points=pareto_points,
         )
         progress("writing the page", None, None)

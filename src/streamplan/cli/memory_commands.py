@@ -99,9 +99,9 @@ def memory_cmd(
     fusion: str = FusionOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.memory import analyze_run_memory
+    from streamplan.ir.includes import Includes
     from streamplan.report.views import memory_lines
 
     capacity = _device_memory_bytes(device_memory)
@@ -123,7 +123,7 @@ def memory_cmd(
             g,
             run,
             ctx,
-            includes=MemoryOptions(include_inputs, include_params),
+            includes=Includes(include_inputs, include_params),
             device_memory_bytes=capacity,
         )
     oom = analysis.allocators["torch-cuda"].oom if "torch-cuda" in analysis.allocators else None

@@ -80,9 +80,9 @@ def remat(
 ) -> None:
     """Fit the worst-case peak of the final multi-stream schedule under a budget, recomputing as little as
     possible: prints the plan; -o saves the rewritten graph, --schedule-out its schedule."""
-    from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.remat import plan_remat
+    from streamplan.ir.includes import Includes
     from streamplan.remat.budget import parse_budget
     from streamplan.remat.solvers import solver_info
     from streamplan.report.remat import remat_lines
@@ -109,7 +109,7 @@ def remat(
             policy=policy,
             solver=solver,
             ctx=ctx,
-            includes=MemoryOptions(include_inputs, include_params),
+            includes=Includes(include_inputs, include_params),
             joint=not separate,
             levels=levels,
             rounds=rounds,

@@ -114,7 +114,7 @@ def verify_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
-    from streamplan.fusion.plan import graph_for_schedule, is_fused
+    from streamplan.fusion.plan import graph_for_schedule
     from streamplan.ir.fingerprint import fingerprint_mismatch
     from streamplan.ir.schedule import StreamSchedule, structure_problems
     from streamplan.schedule.verify import check_schedule
@@ -125,7 +125,7 @@ def verify_cmd(
         progress("verifying", None, None)
         mismatch = fingerprint_mismatch(s.meta, g)
         # made for another graph: say that in one line rather than list every unknown op
-        if mismatch and structure_problems(g, s) and not is_fused(s):
+        if mismatch and structure_problems(g, s) and s.fusion is None:
             problems = [mismatch]
         else:  # the kernels, for a schedule of fused kernels
             problems = check_schedule(graph_for_schedule(g, s).graph, s)
@@ -277,13 +277,14 @@ def compare(
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    from streamplan.app.analysis import MemoryOptions, compare_policies
+    from streamplan.app.analysis import compare_policies
     from streamplan.app.context import make_context
+    from streamplan.ir.includes import Includes
     from streamplan.report.tables import compare_table
 
     names = parse_policies(policies, default="sequential" if schedule_files else DEFAULT_POLICIES)
     modes = parse_fusions(fusion)
-    includes = MemoryOptions(include_inputs, include_params)
+    includes = Includes(include_inputs, include_params)
     limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:
         ctx = make_context(
@@ -312,7 +313,7 @@ def compare(
                 "batch": g.meta.get("batch"),  # what the graph was built at (null: unknown)
                 "train": g.is_training,
                 "cuda_graphs": cuda_graphs,
-                "memory_includes": includes.describe(),
+                "memory_includes": includes.brief(),
                 "rows": [r.to_dict() for r in rows],
                 **({"training_peak": answer.to_dict()} if answer is not None else {}),
             }
@@ -320,7 +321,7 @@ def compare(
         return
     out.print(
         compare_table(
-            g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.describe()
+            g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.brief()
         )
     )
     for r in rows:

@@ -23,6 +23,7 @@ from streamplan.cli.common import (
 from streamplan.cli.errors import EXIT_INTERRUPTED
 from streamplan.cli.progress import progress_display
 from streamplan.errors import FileFormatError, ModelSpecError
+from streamplan.ir.includes import Includes
 
 if TYPE_CHECKING:
     from streamplan.sweep import Engine, SweepSettings
@@ -189,10 +190,8 @@ def _settings(
     changes: dict[str, object] = {}
     if no_memory:
         changes["memory"] = False
-    if inputs:
-        changes["include_inputs"] = True
-    if params:
-        changes["include_params"] = True
+    if inputs or params:
+        changes["includes"] = Includes(inputs or base.includes.inputs, params or base.includes.params)
     if time_limit is not None:
         changes["time_limit_s"] = time_limit
     return dataclasses.replace(base, **changes)

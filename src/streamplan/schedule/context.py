@@ -20,6 +20,7 @@ from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, resolve_cost
 from streamplan.errors import BudgetError, ScheduleError
 from streamplan.ir.frozen import FrozenDict, freeze
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import Fusion
 from streamplan.progress import ProgressFn, no_progress
 from streamplan.units import parse_size_text
@@ -35,15 +36,13 @@ class MemoryBudget:
 
     Either ``limit_bytes`` or ``factor`` is given: a factor is a multiple of the
     figure's value for the sequential schedule (one stream, graph order) of the graph
-    being scheduled, resolved with ``limit_for``. ``includes_inputs``/``includes_params``
-    say which storages the figure counts besides activations, as in the memory
-    analyses. ``MemoryBudget.parse("12MiB")`` reads what a user types.
+    being scheduled, resolved with ``limit_for``. ``includes`` says which storages the
+    figure counts besides activations, as in the memory analyses. ``MemoryBudget.parse("12MiB")`` reads what a user types.
     """
 
     limit_bytes: int | None = None
     figure: BudgetFigure = "worst_case"
-    includes_inputs: bool = False
-    includes_params: bool = False
+    includes: Includes = ACTIVATIONS
     factor: float | None = None
 
     def __post_init__(self) -> None:
@@ -62,18 +61,28 @@ class MemoryBudget:
             )
 
     @staticmethod
-    def parse(text: str | int, **fields: Any) -> MemoryBudget:
-        """``"12MiB"``, ``"1.5 GiB"``, ``"4096"`` (bytes), ``"800MB"`` (decimal units) or ``"1.2x"``
-        (a factor of the sequential peak), in the one grammar of ``streamplan.units``;
-        ``fields`` set the other attributes."""
+    def parse(text: str | int | MemoryBudget, **fields: Any) -> MemoryBudget:
+        """The one reader of a budget a user types: ``"12MiB"``, ``"1.5 GiB"``, ``"4096"`` (bytes),
+        ``"800MB"`` (decimal units) or ``"1.2x"`` (a factor of a baseline peak), in the grammar of
+        ``streamplan.units``; ``fields`` set the other attributes. A ``MemoryBudget`` is taken as
+        it is (with ``fields`` replaced)."""
+        if isinstance(text, MemoryBudget):
+            return dataclasses.replace(text, **fields) if fields else text
         size = parse_size_text(text)
         return MemoryBudget(limit_bytes=size.limit_bytes, factor=size.factor, **fields)
 
-    def limit_for(self, sequential_bytes: int) -> int:
-        """The budget in bytes, given the figure's value for the sequential schedule."""
+    def limit_for(self, baseline_bytes: int | None) -> int:
+        """The budget in bytes, given the baseline a factor multiplies (for the budget policy, the
+        figure's value for the sequential schedule; for rematerialization, today's worst case).
+        Rounded down to whole bytes."""
         if self.limit_bytes is not None:
             return self.limit_bytes
-        return int(self.factor * sequential_bytes)  # type: ignore[operator]
+        if baseline_bytes is None:
+            raise BudgetError(
+                f"the budget {self.factor:g}x is a factor, but there is no baseline peak to scale",
+                hint="give the budget in bytes (12MiB), or a baseline",
+            )
+        return int(self.factor * baseline_bytes)  # type: ignore[operator]
 
     def describe(self) -> str:
         """What is budgeted, in words (``"the worst-case peak over all timings at most 12.000 MiB"``)."""

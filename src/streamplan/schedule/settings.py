@@ -119,9 +119,7 @@ class Settings:
         on ``cost`` (default: a fresh ``cost_model()``)."""
         budget = self.budget
         if budget is not None:
-            budget = dataclasses.replace(
-                budget, includes_inputs=self.includes.inputs, includes_params=self.includes.params
-            )
+            budget = dataclasses.replace(budget, includes=self.includes)
         return ScheduleContext(
             max_streams=self.max_streams,
             cost=cost if cost is not None else self.cost_model(),

@@ -62,7 +62,7 @@ def capture(request: ModelRequest) -> Capture:
 def run_job(job: Job, settings: SweepSettings, shared: Capture | None = None) -> SweepRow:
     """One job's row: its policy scheduled, verified, simulated and (with ``settings.memory``)
     analysed on the job's graph, ``shared``'s when given, else loaded here."""
-    from streamplan.app.analysis import MemoryOptions, compare_policies
+    from streamplan.app.analysis import compare_policies
 
     t0 = time.perf_counter()
     try:
@@ -70,8 +70,7 @@ def run_job(job: Job, settings: SweepSettings, shared: Capture | None = None) ->
             return SweepRow.failed(job, settings, f"loading the model failed: {shared.error}")
         graph = _graph(job.request(), shared)
         ctx = job.context(settings)
-        includes = MemoryOptions(settings.include_inputs, settings.include_params)
-        (row,) = compare_policies(graph, [job.policy], ctx, memory=settings.memory, includes=includes)
+        (row,) = compare_policies(graph, [job.policy], ctx, memory=settings.memory, includes=settings.includes)
         d = row.to_dict()
         if d.get("speedup") is None and d.get("makespan_ms"):
             d["speedup"] = _baseline_ms(job, settings, graph) / d["makespan_ms"]
