@@ -288,12 +288,8 @@ def _validate_budget(
             limit = int(schedule.meta["budget_bytes"])
             worst = worst_case_peak(graph, schedule, includes=EVERYTHING)
             timeline = simulate(graph, schedule, ctx.cost)
-            exact = replay(
-                graph, schedule, "exact", timeline=timeline, includes=EVERYTHING
-            )
-            predicted = replay(
-                graph, schedule, "torch-cuda", timeline=timeline, includes=EVERYTHING
-            )
+            exact = replay(graph, schedule, "exact", timeline=timeline, includes=EVERYTHING)
+            predicted = replay(graph, schedule, "torch-cuda", timeline=timeline, includes=EVERYTHING)
             result = run(
                 graph,
                 schedule,

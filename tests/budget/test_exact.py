@@ -71,7 +71,9 @@ def test_plan_to_schedule_orders_every_pair_the_plan_orders():
 
 def test_resident_bytes_over_the_budget_is_an_error():
     g = chain(2)
-    c = ScheduleContext(cost=FakeCostModel(1.0), budget=MemoryBudget(limit_bytes=UNIT, includes=Includes(inputs=True)))
+    c = ScheduleContext(
+        cost=FakeCostModel(1.0), budget=MemoryBudget(limit_bytes=UNIT, includes=Includes(inputs=True))
+    )
     with pytest.raises(BudgetError, match="resident"):
         exact_budget_schedule(g, c, UNIT // 2)
 

@@ -250,7 +250,9 @@ def test_inputs_and_params_are_resident_and_counted_on_request():
     with_inputs = replay(g, sched(g), "exact", includes=Includes(inputs=True))
     assert with_inputs.resident_bytes == UNIT
     assert with_inputs.allocated_peak_bytes == act.allocated_peak_bytes + UNIT
-    assert replay(g, sched(g), "exact", includes=Includes(params=True)).resident_bytes == 0  # dag() has no params
+    assert (
+        replay(g, sched(g), "exact", includes=Includes(params=True)).resident_bytes == 0
+    )  # dag() has no params
     # torch-cuda: the input lives in a default-stream segment that the schedule's stream cannot reuse
     tc = replay(g, sched(g), includes=Includes(inputs=True))
     assert tc.reserved_peak_bytes == 2 * MIB + 2 * MIB
@@ -272,7 +274,9 @@ def test_a_precomputed_liveness_gives_the_same_report():
     g = dag({1: [0], 2: [0]}, 3)
     s = sched(g, {"n0": 0, "n1": 1, "n2": 0})
     live = liveness(g, s, includes=Includes(inputs=True))
-    assert replay(g, s, includes=Includes(inputs=True), live=live) == replay(g, s, includes=Includes(inputs=True))
+    assert replay(g, s, includes=Includes(inputs=True), live=live) == replay(
+        g, s, includes=Includes(inputs=True)
+    )
     with pytest.raises(ScheduleError, match="liveness given counts"):
         replay(g, s, live=live)
 

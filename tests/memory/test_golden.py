@@ -33,7 +33,12 @@ def test_raf_three_relu_trace():
     g = three_relus()
     s = sequential(g)
     assert [b / MIB for b in host_order_trace(g, s).trace_bytes()] == [1, 2, 2, 1]
-    assert [b / MIB for b in host_order_trace(g, s, includes=Includes(inputs=True)).trace_bytes()] == [2, 3, 3, 2]
+    assert [b / MIB for b in host_order_trace(g, s, includes=Includes(inputs=True)).trace_bytes()] == [
+        2,
+        3,
+        3,
+        2,
+    ]
 
 
 def test_host_order_events_convention():

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from streamplan.cost.measured import MeasuredCostModel
 from streamplan.cost.opcost import AnalyticCostModel, CostModel
+from streamplan.ir.graph import Graph
 from streamplan.progress import ProgressFn, no_progress
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
 
@@ -54,10 +55,13 @@ class MeasuredCoverage:
     misses: int
 
     @staticmethod
-    def of(cost: CostModel) -> MeasuredCoverage | None:
+    def of(cost: CostModel, graph: Graph) -> MeasuredCoverage | None:
+        """How much of ``graph`` (the graph simulated: the kernels, when fused) the table of
+        ``cost`` times; None when ``cost`` is no measured table."""
         if not isinstance(cost, MeasuredCostModel):
             return None
-        return MeasuredCoverage(cost.table.device, cost.fallback.device_name, cost.hits, cost.misses)
+        hits, misses = cost.coverage(graph)
+        return MeasuredCoverage(cost.table.device, cost.fallback.device_name, hits, misses)
 
     def to_dict(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses}

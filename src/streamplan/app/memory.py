@@ -94,7 +94,7 @@ def analyze_run_memory(
         run=run,
         report=report,
         allocators=allocators,
-        measured=MeasuredCoverage.of(cost),
+        measured=MeasuredCoverage.of(cost, graph),
         op_memory=op_memory is not None and not op_memory.empty,
         device=cost.device_name,
         breakdown=memory_breakdown(graph, run.schedule, report=report) if graph.is_training else None,

@@ -20,6 +20,7 @@ from streamplan.budget.search import BudgetSearch, Candidate
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
+from streamplan.schedule.registry import BASELINE_POLICY
 
 DEFAULT_POINTS = 8
 POINT_CHECK_S = 2.0  # worst-case analysis per point (the search's proof already holds)
@@ -158,7 +159,7 @@ def pareto_front(
         incumbent = [best]
         front.append(_point(b, best, chk))
     fixed_points = tuple(_fixed_point(c, front) for c in checked)
-    seq = next((c for c in checked if c.source == "sequential"), checked[-1])
+    seq = next((c for c in checked if c.source == BASELINE_POLICY), checked[-1])
     return ParetoFront(
         graph=graph.name,
         device=ctx.cost.device_name,

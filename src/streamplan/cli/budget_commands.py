@@ -74,7 +74,9 @@ def pareto(
                 hint=f"end the file name with .{', .'.join(FORMATS)}",
             )
         check_file(output, force=force, protected=(model,))
-    kind = MemoryBudget(limit_bytes=0, figure=budget_figure, includes=Includes(include_inputs, include_params))
+    kind = MemoryBudget(
+        limit_bytes=0, figure=budget_figure, includes=Includes(include_inputs, include_params)
+    )
     with progress_display(err) as progress:
         ctx = make_context(
             device=device,

@@ -197,7 +197,7 @@ def simulate(
             force=force,
             protected=(model,),
         )
-    coverage = MeasuredCoverage.of(ctx.cost)
+    coverage = MeasuredCoverage.of(ctx.cost, run.scheduled_graph(g))
     result = {
         "model": g.name,
         "policy": s.policy,
@@ -320,9 +320,7 @@ def compare(
         )
         return
     out.print(
-        compare_table(
-            g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.brief()
-        )
+        compare_table(g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.brief())
     )
     for r in rows:
         if r.error:

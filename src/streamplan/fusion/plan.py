@@ -67,9 +67,7 @@ def _stream_aware(graph: Graph, policy: str, ctx: ScheduleContext, rules: Fusion
     result = fuse(graph, rules, schedule=schedule)
     mapped = schedule_onto(result, schedule)
     fuse_s = time.perf_counter() - t0
-    return FusedSchedule(
-        result.graph, _recorded(mapped, result, Fusion.STREAM_AWARE, fuse_s, graph), result
-    )
+    return FusedSchedule(result.graph, _recorded(mapped, result, Fusion.STREAM_AWARE, fuse_s, graph), result)
 
 
 _MODES: dict[Fusion, Callable[[Graph, str, ScheduleContext, FusionRules], FusedSchedule]] = {

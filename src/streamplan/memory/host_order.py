@@ -150,8 +150,6 @@ def host_order_trace(
     return trace_from_liveness(live, schedule)
 
 
-def host_order_peak_bytes(
-    graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS
-) -> int:
+def host_order_peak_bytes(graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS) -> int:
     """Peak of the host-order trace, in bytes."""
     return host_order_trace(graph, schedule, includes=includes).peak_bytes

@@ -209,9 +209,7 @@ class Liveness:
         return all(self.hb.hb(u, op) for u in life.last_users)
 
 
-def liveness(
-    graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS
-) -> Liveness:
+def liveness(graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS) -> Liveness:
     """Lifetimes of every counted storage (activations; inputs/params when ``includes`` says)."""
     hb = HappensBefore(graph, schedule)
     values = graph.values

@@ -54,9 +54,7 @@ class CountedStorages:
     resident_bytes: int
 
 
-def counted_storages(
-    graph: Graph, *, includes: Includes = ACTIVATIONS
-) -> CountedStorages:
+def counted_storages(graph: Graph, *, includes: Includes = ACTIVATIONS) -> CountedStorages:
     """Activation storages with their creator and users (as ``memory.liveness`` counts them);
     inputs and params, when included, are resident bytes."""
     outputs = {graph.storage_of(v) for v in graph.outputs}

@@ -32,7 +32,10 @@ class AllocatorPeaks:
     reserved_peak_bytes: int
 
     def to_dict(self) -> dict[str, int]:
-        return {"allocated_peak_bytes": self.allocated_peak_bytes, "reserved_peak_bytes": self.reserved_peak_bytes}
+        return {
+            "allocated_peak_bytes": self.allocated_peak_bytes,
+            "reserved_peak_bytes": self.reserved_peak_bytes,
+        }
 
 
 @dataclass(frozen=True)

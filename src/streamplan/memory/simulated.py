@@ -182,6 +182,4 @@ def simulated_peak_bytes(
     includes: Includes = ACTIVATIONS,
 ) -> int:
     """Peak live bytes along ``timeline``."""
-    return simulated_memory(
-        graph, schedule, timeline, includes=includes
-    ).peak_bytes
+    return simulated_memory(graph, schedule, timeline, includes=includes).peak_bytes

@@ -266,7 +266,9 @@ class _Search:
         wc = None
         if self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms:
             wc = self.worst_case(self.graph, sched)
-        cand = PlanCandidate(self.graph, sched, timeline, wc, 0.0, 0, reference="fewer streams", max_streams=cap)
+        cand = PlanCandidate(
+            self.graph, sched, timeline, wc, 0.0, 0, reference="fewer streams", max_streams=cap
+        )
         self._note_smallest(cand)
         self.consider(cand, (0, cap))
         return cand

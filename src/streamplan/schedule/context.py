@@ -4,9 +4,13 @@ Every policy is ``policy(graph, ctx) -> StreamSchedule``. The context carries th
 stream cap, the cost model (an analytic device profile or a measured table, so
 searches such as IOS use measured costs when they are given), a memory budget, a
 time limit for searches, a seed, a progress callback, the policy's own tunables
-(``options``, checked against what the policy declares in the registry), and how
-operator fusion and scheduling are combined (``fusion``: applied by
+(``options``: its options dataclass, checked against what the policy declares in the
+registry), and how operator fusion and scheduling are combined (``fusion``: applied by
 ``streamplan.fusion.schedule_with_fusion``; ``make_schedule`` itself never fuses).
+
+A context is a value: two contexts with equal fields are equal and hash alike (the
+progress callback, which reports and decides nothing, is left out). A ``Settings``
+(``schedule.settings``) builds one for each policy.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, resolve_cost
@@ -23,8 +27,10 @@ from streamplan.ir.frozen import FrozenDict, freeze
 from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import Fusion
 from streamplan.progress import ProgressFn, no_progress
+from streamplan.schedule.options import build_options
 from streamplan.units import parse_size_text
 
+T = TypeVar("T")
 BudgetFigure = Literal["worst_case", "arena"]
 BUDGET_FIGURES: tuple[str, ...] = ("worst_case", "arena")
 FUSION_MODES: tuple[str, ...] = tuple(m.value for m in Fusion)
@@ -101,8 +107,9 @@ class ScheduleContext:
     may read it (under ``first`` it is handed the fused graph).
 
     ``cost`` accepts a ``CostModel``, a device profile or its name (``"v100"``...).
-    ``options`` are the policy's own tunables (IOS's ``r``, ``s``, ``block_ops``...);
-    a policy rejects an option it does not declare.
+    ``options`` are the policy's own tunables: its options dataclass (``IosOptions(r=2)``),
+    or a mapping of their names that ``make_schedule`` checks and turns into it; a policy
+    rejects an option it does not declare.
     """
 
     max_streams: int = 8
@@ -111,7 +118,7 @@ class ScheduleContext:
     time_limit_s: float = 10.0
     seed: int = 0
     progress: ProgressFn = field(default=no_progress, compare=False)
-    options: Mapping[str, Any] = field(default_factory=FrozenDict)
+    options: Any = field(default_factory=FrozenDict)  # the policy's options dataclass, or a mapping
     fusion: Fusion = Fusion.NONE
 
     def __post_init__(self) -> None:
@@ -129,7 +136,8 @@ class ScheduleContext:
                     f"cost must be a CostModel, a DeviceProfile or a device name, got {type(self.cost).__name__}"
                 )
             object.__setattr__(self, "cost", resolve_cost(self.cost))
-        object.__setattr__(self, "options", freeze(self.options))
+        if isinstance(self.options, Mapping) or self.options is None:
+            object.__setattr__(self, "options", freeze(self.options))
         object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
 
     def replace(self, **changes: Any) -> ScheduleContext:
@@ -140,9 +148,14 @@ class ScheduleContext:
         """True when the cost model replays the schedule as one CUDA graph (it decides, not the context)."""
         return self.cost.device_facts.cuda_graphs
 
-    def option(self, name: str, default: Any) -> Any:
-        """The policy option ``name``, or ``default`` when not given."""
-        return self.options.get(name, default)
+    def options_as(self, cls: type[T]) -> T:
+        """The options as the policy's class ``cls`` (a mapping is checked and converted, so a
+        policy called directly, not through ``make_schedule``, reads them the same way)."""
+        if isinstance(self.options, cls):
+            return self.options
+        if not isinstance(self.options, Mapping):
+            raise ScheduleError(f"these options are {type(self.options).__name__}, not {cls.__name__}")
+        return build_options(cls.__name__, cls, self.options)
 
 
 DEFAULT_CONTEXT = ScheduleContext()

@@ -70,7 +70,9 @@ def run_job(job: Job, settings: SweepSettings, shared: Capture | None = None) ->
             return SweepRow.failed(job, settings, f"loading the model failed: {shared.error}")
         graph = _graph(job.request(), shared)
         ctx = job.context(settings)
-        (row,) = compare_policies(graph, [job.policy], ctx, memory=settings.memory, includes=settings.includes)
+        (row,) = compare_policies(
+            graph, [job.policy], ctx, memory=settings.memory, includes=settings.includes
+        )
         d = row.to_dict()
         if d.get("speedup") is None and d.get("makespan_ms"):
             d["speedup"] = _baseline_ms(job, settings, graph) / d["makespan_ms"]
