@@ -54,7 +54,7 @@ def test_text_output_and_the_separate_mode():
 
 
 def test_user_errors():
-    assert_user_error(sp("remat", "random-train:8", "--budget", "lots"), "cannot read the budget")
+    assert_user_error(sp("remat", "random-train:8", "--budget", "lots"), "cannot read the memory budget")
     assert_user_error(sp("remat", "random-train:8", "--budget", "1MiB", "--solver", "magic"), "unknown")
     j = sp("remat", "random-train:8", "--budget", "10KiB", "--json")
     assert_user_error(j, "no plan fits a budget of", "no plan can go below")

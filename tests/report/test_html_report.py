@@ -16,10 +16,10 @@ from streamplan.app.report import report_model  # noqa: E402
 from streamplan.memory.host_order import host_order_trace  # noqa: E402
 from streamplan.models import load_model  # noqa: E402
 from streamplan.report.html import render_html  # noqa: E402
-from streamplan.schedule.context import ScheduleContext  # noqa: E402
+from streamplan.schedule.settings import Settings  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out"
-CTX = ScheduleContext(max_streams=4, time_limit_s=2.0)
+CTX = Settings(max_streams=4, time_limit_s=2.0)
 
 
 def test_report_data_follows_the_analyses() -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
+from streamplan.app.display import Shown
 from streamplan.codegen import Predictions, default_class_name, generate_module
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import EVERYTHING
@@ -18,7 +19,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 @dataclass(frozen=True)
-class GeneratedModule:
+class GeneratedModule(Shown):
     """The module's source, the class it defines, and what the header predicts."""
 
     source: str
@@ -28,6 +29,9 @@ class GeneratedModule:
     num_streams: int
     num_events: int
     predictions: Predictions
+
+    def __str__(self) -> str:
+        return self.source
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRun
 from streamplan.app.context import MeasuredCoverage
+from streamplan.app.display import Shown, curve_image
 from streamplan.cost.measured import MeasuredCostModel
+from streamplan.ir.frozen import freeze
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.memory.allocators import MODELS, OpMemory, replay
@@ -19,7 +23,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 @dataclass(frozen=True)
-class MemoryAnalysis:
+class MemoryAnalysis(Shown):
     """One schedule's memory report, its host-order replays through every allocator model,
     and (with a measured table) how much of the simulation the table covered. For a training
     step, ``breakdown`` splits memory into parameters, gradients, optimizer state, saved
@@ -27,11 +31,29 @@ class MemoryAnalysis:
 
     run: PolicyRun
     report: MemoryReport
-    allocators: dict[str, AllocatorReport]
+    allocators: Mapping[str, AllocatorReport]
     measured: MeasuredCoverage | None
     op_memory: bool  # the torch-cuda replay includes measured op scratch and stream workspaces
     device: str
     breakdown: MemoryBreakdown | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocators", freeze(self.allocators))
+
+    def __str__(self) -> str:
+        lines = list(self.report.lines())
+        lines += [f"  {r}" for r in self.allocators.values()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        text = f"<pre>{html.escape(str(self))}</pre>"
+        sim = self.report.simulated
+        if sim is None:
+            return text
+        title = f"{self.report.graph} under {self.report.policy}: live memory over simulated time"
+        return text + curve_image(
+            [(self.report.policy, sim.samples, self.report.worst_case.upper_bytes)], title=title
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = self.report.to_dict()

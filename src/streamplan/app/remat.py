@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.app.display import Shown
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import ACTIVATIONS, Includes
@@ -16,7 +17,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 @dataclass(frozen=True)
-class RematPlan:
+class RematPlan(Shown):
     """The rewritten graph (recomputations are ordinary nodes marked ``recompute_of``), its
     schedule and timeline, and the figures that justify it.
 
@@ -49,6 +50,15 @@ class RematPlan:
     device: str
     includes: Includes
     max_streams: int = 0  # the stream cap the answer's schedule ran under
+
+    def __str__(self) -> str:
+        mib = 1 << 20
+        return (
+            f"{self.graph.name}: worst-case peak {self.worst_case_peak_bytes / mib:.2f} MiB within the budget "
+            f"{self.budget_bytes / mib:.2f} MiB (was {self.baseline_worst_case_peak_bytes / mib:.2f} MiB), "
+            f"{len(self.recomputed_ops)} ops recomputed, {self.makespan_ms:.3f} ms "
+            f"(was {self.baseline_makespan_ms:.3f} ms) under {self.policy} ({self.solver})"
+        )
 
     @property
     def makespan_ms(self) -> float:

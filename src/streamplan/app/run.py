@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.app.display import Shown
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError
@@ -30,6 +31,28 @@ def profile_for(target: str) -> str:
         if family in name:
             return family
     return "h100"
+
+
+def check_run(target: str, *, cuda_graphs: bool = False, trace: bool = False) -> None:
+    """Refuse a run that cannot happen, before any capture: a profile named as the target, an
+    unknown target or CUDA where there is none, CUDA graphs off the GPU, a per-op trace off the
+    CPU runtime."""
+    from streamplan.cost.devices import DEVICES
+
+    if target in DEVICES and target not in TARGETS:
+        raise ModelSpecError(
+            f"--on takes where to execute, not a profile: {target!r}", hint="use --on cpu or --on cuda"
+        )
+    check_target(target)
+    if cuda_graphs and target != "cuda":
+        raise ModelSpecError(
+            "CUDA graphs are captured on a GPU only", hint="use --on cuda, or drop --cuda-graphs"
+        )
+    if trace and target != "cpu":
+        raise ModelSpecError(
+            "--trace records per-op times on the CPU runtime only",
+            hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
+        )
 
 
 def check_target(target: str) -> None:
@@ -59,7 +82,7 @@ class CudaPrediction:
 
 
 @dataclass(frozen=True)
-class RunReport:
+class RunReport(Shown):
     """A real run (outputs vs eager, measured time and memory) beside the predictions."""
 
     comparison: Any  # runtime.Comparison (typed loosely: this module must not import torch)
@@ -70,6 +93,16 @@ class RunReport:
     worst_case: WorstCasePeak
     cuda: CudaPrediction | None
     predicted_tracked_peak_bytes: int | None
+
+    def __str__(self) -> str:
+        c = self.comparison
+        verdict = "match" if c.matches_eager else "DIFFER from"
+        return (
+            f"{self.graph.name} / {self.schedule.policy} on {c.device}: outputs {verdict} {c.reference} "
+            f"(max relative error {c.max_rel_error:.2e}); measured {c.measured_ms:.3f} ms, predicted "
+            f"{self.simulated.makespan_ms:.3f} ms ({self.profile} profile); measured peak "
+            f"{c.measured_peak_bytes / (1 << 20):.2f} MiB, predicted {self.simulated_peak_bytes / (1 << 20):.2f} MiB"
+        )
 
     @property
     def schedule(self) -> StreamSchedule:

@@ -23,6 +23,7 @@ from streamplan.schedule.context import MemoryBudget, ScheduleContext
 from streamplan.schedule.registry import BASELINE_POLICY
 
 DEFAULT_POINTS = 8
+MIB = 1 << 20
 POINT_CHECK_S = 2.0  # worst-case analysis per point (the search's proof already holds)
 
 
@@ -89,6 +90,21 @@ class ParetoFront:
     sequential_peak_bytes: int
     sequential_ms: float
     search_time_s: float
+
+    def __str__(self) -> str:
+        what = "worst-case peak" if self.figure == "worst_case" else "static arena"
+        lines = [f"{self.graph} on {self.device}: the fastest schedule per budget ({what}, MiB)"]
+        for p in self.points:
+            lines.append(
+                f"  budget {p.budget_bytes / MIB:10.2f}  {p.makespan_ms:9.3f} ms  "
+                f"{p.worst_case_peak_bytes / MIB:10.2f} MiB  {p.streams} streams  ({p.source})"
+            )
+        for f in self.fixed:
+            mark = "  (dominated)" if f.dominated else ""
+            lines.append(
+                f"  {f.policy:<17} {f.makespan_ms:9.3f} ms  {f.worst_case_peak_bytes / MIB:10.2f} MiB{mark}"
+            )
+        return "\n".join(lines)
 
     def dominates_fixed(self) -> bool:
         """No fixed policy is both faster and smaller than every front point."""

@@ -19,10 +19,12 @@ seeded perturbations of the size order, keeping the smallest arena.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from streamplan.ir.frozen import freeze
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
@@ -36,14 +38,19 @@ MAX_CONFLICT_PAIRS = 20_000_000  # above this, place on conservative launch inte
 class ArenaPlan:
     """Byte offsets of every counted storage in one arena, and the arena's lower bound."""
 
-    offsets: dict[str, int]
-    sizes: dict[str, int]
+    offsets: Mapping[str, int]
+    sizes: Mapping[str, int]
     arena_bytes: int
     lower_bound_bytes: int
     lower_bound_exact: bool
     bound_storages: tuple[str, ...]  # a heaviest set found of pairwise may-coexist storages
     order: str  # the placement order that won
     includes: Includes
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", freeze(self.offsets))
+        object.__setattr__(self, "sizes", freeze(self.sizes))
+        object.__setattr__(self, "bound_storages", tuple(self.bound_storages))
 
     @property
     def ratio(self) -> float:

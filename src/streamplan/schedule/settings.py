@@ -18,12 +18,12 @@ count; ``policy_options`` are each policy's own tunables, by policy name.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamplan.cost.opcost import CostModel
-from streamplan.errors import ScheduleError
+from streamplan.errors import ModelSpecError, ScheduleError
 from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.includes import Includes
 from streamplan.ir.schedule import Fusion
@@ -95,6 +95,22 @@ class Settings:
         m = self.device_memory_bytes
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m <= 0):
             raise ScheduleError(f"device_memory_bytes must be a positive int, got {m!r}")
+
+    def check_policies(self, policies: Sequence[str]) -> tuple[str, ...]:
+        """``policies`` checked before any work: every name known (``ScheduleError`` listing the
+        policies), and a memory budget only with a policy that reads one (``ModelSpecError``:
+        the budget would silently do nothing). Repeats dropped, order kept."""
+        from streamplan.schedule.registry import POLICIES, policy_info
+
+        names = tuple(dict.fromkeys(policies))
+        infos = [policy_info(p) for p in names]
+        if self.budget is not None and names and not any(i.budgeted for i in infos):
+            aware = [p for p in POLICIES if policy_info(p).budgeted]
+            raise ModelSpecError(
+                "--budget only applies to a policy that reads a memory budget: " + ", ".join(aware),
+                hint=f"add --policy {aware[0]} (in Python: a budget-aware policy), or drop the budget",
+            )
+        return names
 
     def replace(self, **changes: Any) -> Settings:
         """These settings with ``changes`` (checked as a new ``Settings`` is)."""

@@ -20,6 +20,7 @@ from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.models import DTYPES, ModelRequest
 from streamplan.schedule.context import FUSION_MODES, MemoryBudget, ScheduleContext
+from streamplan.schedule.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -48,19 +49,22 @@ class Job:
             self.model, batch=self.batch, dtype=self.dtype, train=self.train, optimizer=self.optimizer
         )
 
-    def context(self, settings: SweepSettings) -> ScheduleContext:
-        """The scheduling context of the job (no progress: it runs in a worker)."""
-        from streamplan.app.context import make_context
-
-        return make_context(
+    def settings(self, shared: SweepSettings) -> Settings:
+        """What the job's analysis runs under: its axes, and the settings every job shares."""
+        return Settings(
             device=self.device,
             cuda_graphs=self.cuda_graphs,
             max_streams=self.max_streams,
-            budget=None if self.budget is None else MemoryBudget.parse(self.budget),
-            time_limit_s=settings.time_limit_s,
-            seed=settings.seed,
             fusion=self.fusion,
+            includes=shared.includes,
+            budget=self.budget,
+            time_limit_s=shared.time_limit_s,
+            seed=shared.seed,
         )
+
+    def context(self, shared: SweepSettings) -> ScheduleContext:
+        """The scheduling context of the job's policy (no progress: it runs in a worker)."""
+        return self.settings(shared).context(self.policy)
 
     def to_dict(self) -> dict[str, Any]:
         return {a.name: getattr(self, a.name) for a in AXES}
