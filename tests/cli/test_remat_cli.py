@@ -7,7 +7,7 @@ import json
 from helpers.cli import assert_user_error, sp
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.serialize import load
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 FIELDS = (
     "budget_bytes",
@@ -34,7 +34,7 @@ def test_json_files_and_the_rewritten_graph_everywhere(tmp_path):
     assert d["solver"] == "scalable" and d["optimality_gap"] is None and d["recomputed_ops"] > 0
     assert d["worst_case_peak_bytes"] <= d["budget_bytes"] < d["baseline_worst_case_peak_bytes"]
     graph, sched = load(g), StreamSchedule.load(s)
-    assert check_schedule(graph, sched) == []
+    assert schedule_problems(graph, sched) == []
     assert sum(1 for n in graph.nodes if n.recompute_of) == d["recomputed_ops"]
     assert sp("verify", str(g), str(s)).returncode == 0
     shown = sp("show", str(g), "--graph")

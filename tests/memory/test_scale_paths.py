@@ -17,7 +17,7 @@ from helpers.dags import random_dags
 from streamplan.ir.includes import Includes
 from streamplan.memory import arena as arena_mod
 from streamplan.memory.arena import _interval_best_fit, _interval_best_fit_arrays, plan_arena
-from streamplan.memory.conflicts import check_arena
+from streamplan.memory.conflicts import arena_overlaps
 from streamplan.memory.host_order import events_from_liveness, trace_from_liveness
 from streamplan.memory.liveness import liveness
 from streamplan.memory.simulated import sweep_live_bytes
@@ -142,7 +142,7 @@ def test_launch_interval_placement_is_valid(spec, policy, monkeypatch):
     live = liveness(g, s)
     plan = plan_arena(g, s, live=live)
     assert plan.order == "launch-interval"
-    assert check_arena(live, plan.offsets) == []
+    assert arena_overlaps(live, plan.offsets) == []
     assert plan.arena_bytes >= plan.lower_bound_bytes
 
 

@@ -23,7 +23,7 @@ from streamplan.ir.fingerprint import fingerprint_mismatch
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import Fusion, StreamSchedule, structure_problems
 from streamplan.schedule.context import ScheduleContext
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 
 @dataclass(frozen=True)
@@ -98,5 +98,5 @@ def check_saved(graph: Graph, path: str) -> ScheduleCheck:
     if mismatch and structure_problems(graph, s) and s.fusion is None:
         problems = [mismatch]
     else:
-        problems = check_schedule(graph_for_schedule(graph, s).graph, s)
+        problems = schedule_problems(graph_for_schedule(graph, s).graph, s)
     return ScheduleCheck(path, s, tuple(problems))

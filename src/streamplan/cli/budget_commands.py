@@ -8,7 +8,7 @@ import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, write_file
-from streamplan.cli.options import Given, takes
+from streamplan.cli.options import COUNTED, Given, takes
 from streamplan.errors import ModelSpecError
 
 ParetoTimeLimitOpt = typer.Option(10.0, "--time-limit", min=0.1, help="search time per budget (s)")
@@ -17,7 +17,7 @@ ParetoTimeLimitOpt = typer.Option(10.0, "--time-limit", min=0.1, help="search ti
 @app.command()
 @takes(
     "model", "device", "cuda_graphs", "max_streams", "batch", "dtype", "measured", "budget_figure",
-    "include_inputs", "include_params", "time_limit", "force", "no_cache", "train", "optimizer", "as_json",
+    *COUNTED, "time_limit", "force", "no_cache", "train", "optimizer", "as_json",
     time_limit=ParetoTimeLimitOpt,
 )  # fmt: skip
 def pareto(

@@ -6,7 +6,7 @@ import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, saved_or_policy, write_file
-from streamplan.cli.options import FUSION_HELP, Given, takes
+from streamplan.cli.options import COUNTED, FUSION_HELP, Given, takes
 
 CodegenScheduleOpt = typer.Option(
     None, "--schedule", help="write a saved schedule (verified first) instead of --policy's"
@@ -53,7 +53,7 @@ def codegen(
 
 @app.command()
 @takes(
-    "model", "policies", "device", "max_streams", "batch", "dtype", "include_inputs", "include_params",
+    "model", "policies", "device", "max_streams", "batch", "dtype", *COUNTED,
     "train", "optimizer", "fusion", "time_limit", "force", "as_json",
 )  # fmt: skip
 def report(

@@ -9,11 +9,8 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, print_notes, saved_or_policy, write_file
 from streamplan.cli.errors import EXIT_OUT_OF_MEMORY
-from streamplan.cli.options import INTERVAL_NOTE, Given, takes
+from streamplan.cli.options import CAPTURE, COST, COUNTED, INTERVAL_NOTE, Given, takes
 from streamplan.errors import ModelSpecError
-
-CAPTURE = ("batch", "dtype", "no_cache", "train", "optimizer")
-COST = ("device", "max_streams", "cuda_graphs", "time_limit")
 
 MEMORY_HELP = f"""Every memory figure for one schedule, the allocator replays, and the host-order trace.
 
@@ -34,7 +31,7 @@ the first line of the output, and the command ends with exit status {EXIT_OUT_OF
 
 @app.command("memory", help=MEMORY_HELP)
 @takes(
-    "model", "policy", "schedule_file", *COST, "measured", *CAPTURE, "include_inputs", "include_params",
+    "model", "policy", "schedule_file", *COST, "measured", *CAPTURE, *COUNTED,
     "device_memory_gib", "budget", "fusion", "as_json",
 )  # fmt: skip
 def memory_cmd(o: Given) -> None:

@@ -45,6 +45,12 @@ INTERVAL_NOTE = (
 )
 
 
+# groups of shared options that commands take together
+CAPTURE = ("batch", "dtype", "no_cache", "train", "optimizer")  # how the model is loaded
+COST = ("device", "max_streams", "cuda_graphs", "time_limit")  # what the schedules are costed on
+COUNTED = ("include_inputs", "include_params")  # which storages the memory figures count
+
+
 def _policy_help() -> str:
     from streamplan.schedule.registry import POLICIES
 

@@ -6,7 +6,7 @@ import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, write_file
-from streamplan.cli.options import Given, takes
+from streamplan.cli.options import COUNTED, Given, takes
 
 
 def _solver_help() -> str:
@@ -29,7 +29,7 @@ RematTimeLimitOpt = typer.Option(
 @app.command()
 @takes(
     "model", "budget", "policy", "max_streams", "device", "batch", "dtype", "train", "optimizer",
-    "include_inputs", "include_params", "time_limit", "measured", "force", "as_json",
+    *COUNTED, "time_limit", "measured", "force", "as_json",
     budget=RematBudgetOpt, time_limit=RematTimeLimitOpt,
 )  # fmt: skip
 def remat(

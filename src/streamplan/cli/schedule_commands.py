@@ -6,10 +6,16 @@ import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, print_notes, saved_or_policy, write_file
-from streamplan.cli.options import DEFAULT_POLICIES, FUSION_HELP, INTERVAL_NOTE, Given, takes
-
-CAPTURE = ("batch", "dtype", "no_cache", "train", "optimizer")
-COST = ("device", "max_streams", "cuda_graphs", "time_limit")
+from streamplan.cli.options import (
+    CAPTURE,
+    COST,
+    COUNTED,
+    DEFAULT_POLICIES,
+    FUSION_HELP,
+    INTERVAL_NOTE,
+    Given,
+    takes,
+)
 
 
 @app.command()
@@ -128,7 +134,7 @@ FusionsOpt = typer.Option(
 
 @app.command(help=COMPARE_HELP)
 @takes(
-    "model", "policies", *COST, *CAPTURE, "include_inputs", "include_params", "budget", "fusion", "as_json",
+    "model", "policies", *COST, *CAPTURE, *COUNTED, "budget", "fusion", "as_json",
     policies=PoliciesOpt, fusion=FusionsOpt,
 )  # fmt: skip
 def compare(

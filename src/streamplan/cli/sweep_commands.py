@@ -12,7 +12,7 @@ import typer
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, write_file
 from streamplan.cli.errors import EXIT_INTERRUPTED
-from streamplan.cli.options import Given, parse_fusions, takes
+from streamplan.cli.options import COUNTED, Given, parse_fusions, takes
 from streamplan.cli.progress import progress_display
 from streamplan.errors import FileFormatError, ModelSpecError
 from streamplan.ir.includes import Includes
@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 JOURNAL_SUFFIXES = (".jsonl", ".ndjson")
 
 
-def _list(help_text: str, flag: str) -> typer.models.OptionInfo:
-    return typer.Option(None, flag, help=f"{help_text} (comma-separated, or repeat the option)")
+def _list(help_text: str, *flags: str) -> typer.models.OptionInfo:
+    return typer.Option(None, *flags, help=f"{help_text} (comma-separated, or repeat the option)")
 
 
 @app.command()
-@takes("include_inputs", "include_params", "force", "as_json")
+@takes(*COUNTED, "force", "as_json")
 def sweep(
     o: Given,
     models: list[str] | None = _list(
@@ -46,11 +46,10 @@ def sweep(
     train: bool = typer.Option(
         False, "--train", help="training steps (forward, loss, backward, update) instead of inference"
     ),
-    optimizers: list[str] | None = typer.Option(
-        None,
+    optimizers: list[str] | None = _list(
+        "the training step's updates: none, sgd, momentum, adam (needs --train)",
         "--optimizers",
         "--optimizer",
-        help="the training step's updates: none, sgd, momentum, adam (comma-separated; needs --train)",
     ),
     cuda_graphs: bool = typer.Option(
         False, "--cuda-graphs", help="cost each schedule replayed as one CUDA graph (no launch overhead)"

@@ -8,7 +8,7 @@ All figures are bytes and say which storages they include (activations by defaul
 
 from streamplan.ir.includes import Includes
 from streamplan.memory.arena import ArenaPlan, plan_arena
-from streamplan.memory.conflicts import check_arena, conflict_pairs, conflicts, may_coexist
+from streamplan.memory.conflicts import arena_overlaps, conflict_pairs, conflicts, may_coexist
 from streamplan.memory.explain import (
     LiveStorage,
     NewOverlap,
@@ -49,7 +49,7 @@ __all__ = [
     "TraceEntry",
     "WorstCasePeak",
     "analyze_memory",
-    "check_arena",
+    "arena_overlaps",
     "compare_peaks",
     "conflicts",
     "explain_peak",
