@@ -147,4 +147,3 @@ def _result(
         engine=engine.name,
         output=None if output is None else str(output),
     )
-
