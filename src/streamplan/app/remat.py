@@ -56,7 +56,7 @@ class RematPlan(Shown):
         return (
             f"{self.graph.name}: worst-case peak {self.worst_case_peak_bytes / mib:.2f} MiB within the budget "
             f"{self.budget_bytes / mib:.2f} MiB (was {self.baseline_worst_case_peak_bytes / mib:.2f} MiB), "
-            f"{len(self.recomputed_ops)} ops recomputed, {self.makespan_ms:.3f} ms "
+            f"{self.recomputed_ops} ops recomputed, {self.makespan_ms:.3f} ms "
             f"(was {self.baseline_makespan_ms:.3f} ms) under {self.policy} ({self.solver})"
         )
 
