@@ -63,7 +63,10 @@ def test_wheel_installs_and_runs_in_a_clean_venv(tmp_path):
     py = env_dir / "bin" / "python"
     # --no-compile: byte-compiling torch's thousands of files is most of an install and tests nothing here
     _run(
-        [str(py), "-m", "pip", "install", "-q", "--no-compile", TORCH_PIN, str(wheel)], cwd=tmp_path, env=env, timeout=900
+        [str(py), "-m", "pip", "install", "-q", "--no-compile", TORCH_PIN, str(wheel)],
+        cwd=tmp_path,
+        env=env,
+        timeout=900,
     )
     exe = str(env_dir / "bin" / "streamplan")
 
