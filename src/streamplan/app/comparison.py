@@ -43,7 +43,7 @@ class Comparison(Shown):
         return d
 
     def _fused(self) -> bool:
-        return any(r.fusion != "none" for r in self.rows)
+        return any(r.fused for r in self.rows)
 
     def __str__(self) -> str:
         lines = [f"{self.model} on {self.settings.device}: policy, streams, makespan, worst-case peak"]
