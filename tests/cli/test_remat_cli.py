@@ -42,7 +42,9 @@ def test_json_files_and_the_rewritten_graph_everywhere(tmp_path):
     mem = cli("memory", str(g), "--policy", "asap", "--json")
     assert mem.returncode == 0, mem.stderr
     png = tmp_path / "p.png"
-    assert cli("plot", str(g), "--policies", "asap", "-o", str(png)).returncode == 0 and png.stat().st_size > 0
+    assert (
+        cli("plot", str(g), "--policies", "asap", "-o", str(png)).returncode == 0 and png.stat().st_size > 0
+    )
 
 
 def test_text_output_and_the_separate_mode():
