@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from streamplan.models import load_model
 
-    print(f"{'model':14} {'ops':>5} {'session s':>10} {'one by one s':>13} {'ratio':>6}   (median of {args.repeat})")
+    print(
+        f"{'model':14} {'ops':>5} {'session s':>10} {'one by one s':>13} {'ratio':>6}   (median of {args.repeat})"
+    )
     for name in args.models:
         graph = load_model(name, batch=1)
         s_times, o_times = [], []
