@@ -22,6 +22,7 @@ from streamplan.cache import CaptureCache
 from streamplan.cost.overlap import comm_overlap
 from streamplan.cost.simulate import simulate
 from streamplan.ir.frozen import FrozenDict
+from streamplan.ir.includes import EVERYTHING
 from streamplan.memory.allocators import replay
 from streamplan.memory.comm_explain import comm_peak_note
 from streamplan.memory.host_order import trace_from_liveness
@@ -58,11 +59,11 @@ def analyse(graph, knobs: dict, device: str) -> dict:
     t0 = time.perf_counter()
     s = make_schedule(graph, "overlap", ScheduleContext(options=FrozenDict(knobs)))
     tl = simulate(graph, s, device)
-    live = liveness(graph, s, include_inputs=True, include_params=True)
+    live = liveness(graph, s, includes=EVERYTHING)
     host = trace_from_liveness(live, s).peak_bytes
     worst = held_peak(live, s)
     sim = held_peak(live, s, timeline=tl)
-    tc = replay(graph, s, "torch-cuda", include_inputs=True, include_params=True, live=live, run_ahead=True)
+    tc = replay(graph, s, "torch-cuda", includes=EVERYTHING, live=live, run_ahead=True)
     note = comm_peak_note(graph, s, worst)
     ov = comm_overlap(graph, tl)
     gathered = [b for b in note.buffers if b.role == "gathered"]

@@ -74,6 +74,7 @@ def pytorch_peak(name: str, batch: int) -> dict[str, int]:
 def streamplan_figures(spec: str, batch: int) -> dict[str, int]:
     from streamplan.cache import CaptureCache
     from streamplan.cost.simulate import simulate
+    from streamplan.ir.includes import EVERYTHING
     from streamplan.memory.allocators import replay
     from streamplan.memory.host_order import trace_from_liveness
     from streamplan.memory.launch_time import held_peak
@@ -88,8 +89,8 @@ def streamplan_figures(spec: str, batch: int) -> dict[str, int]:
     )
     s = make_schedule(g, "overlap")
     simulate(g, s, "h100")
-    live = liveness(g, s, include_inputs=True, include_params=True)
-    tc = replay(g, s, "torch-cuda", include_inputs=True, include_params=True, live=live, run_ahead=True)
+    live = liveness(g, s, includes=EVERYTHING)
+    tc = replay(g, s, "torch-cuda", includes=EVERYTHING, live=live, run_ahead=True)
     wc = worst_case_peak(g, s, live=live, time_limit_s=20)
     return {
         "host order": trace_from_liveness(live, s).peak_bytes,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamplan.ir.includes import EVERYTHING
 from streamplan.schedule.context import ScheduleContext
 
 MODELS = ("inception_v3", "randwire", "nasnet_a", "squeezenet", "resnet50", "bert_base")
@@ -194,8 +195,7 @@ def _validate_model(
                             schedule,
                             "torch-cuda",
                             timeline=timeline,
-                            include_inputs=True,
-                            include_params=True,
+                            includes=EVERYTHING,
                             op_memory=extra,
                         )
                         for extra in (None, op_memory)
@@ -280,20 +280,16 @@ def _validate_budget(
             row["skipped"] = "ortools missing (carry it as a wheel: bench/gpu_session.sh)"
             continue
         try:
-            budget = MemoryBudget(factor=factor, includes_inputs=True, includes_params=True)
+            budget = MemoryBudget(factor=factor, includes=EVERYTHING)
             ctx = make_context(
                 device=sim_device, cuda_graphs=cuda_graph and sim_device != "cpu", max_streams=a.max_streams
             ).replace(budget=budget)
             schedule = make_schedule(graph, "budget", ctx)
             limit = int(schedule.meta["budget_bytes"])
-            worst = worst_case_peak(graph, schedule, include_inputs=True, include_params=True)
+            worst = worst_case_peak(graph, schedule, includes=EVERYTHING)
             timeline = simulate(graph, schedule, ctx.cost)
-            exact = replay(
-                graph, schedule, "exact", timeline=timeline, include_inputs=True, include_params=True
-            )
-            predicted = replay(
-                graph, schedule, "torch-cuda", timeline=timeline, include_inputs=True, include_params=True
-            )
+            exact = replay(graph, schedule, "exact", timeline=timeline, includes=EVERYTHING)
+            predicted = replay(graph, schedule, "torch-cuda", timeline=timeline, includes=EVERYTHING)
             result = run(
                 graph,
                 schedule,

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamplan.runtime import run, run_and_compare
     from streamplan.runtime.interpret import params_from_module
     from streamplan.schedule import make_schedule
+    from streamplan.schedule.settings import Settings
     from streamplan.zoo.registry import ZOO
 
     torch.set_num_threads(1)
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         graph = load_model(name)
         t0 = time.perf_counter()
         policies = ["sequential", "memory", "wavefront", "asap", "nimble", "ios"]
-        report = report_model(graph, policies, ctx, pareto_points=0)  # as measured before the front
+        settings = Settings(max_streams=ctx.max_streams, time_limit_s=ctx.time_limit_s)
+        report = report_model(graph, policies, settings, pareto_points=0)  # as measured before the front
         build_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         page = render_html(report)

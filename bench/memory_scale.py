@@ -74,7 +74,7 @@ def figures(items: list[str], time_limit_s: float) -> dict:
                 ),
                 _digest(r.simulated.samples),
             ],
-            "torch_cuda": r.torch_cuda,
+            "torch_cuda": r.torch_cuda and r.torch_cuda.to_dict(),
             "arena": [r.arena.arena_bytes, r.arena.order, _digest(sorted(r.arena.offsets.items()))],
             "arena_bound": [
                 r.arena.lower_bound_bytes,

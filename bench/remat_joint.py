@@ -20,8 +20,8 @@ from streamplan.app import plan_remat
 from streamplan.errors import BudgetError
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.models import load_model
-from streamplan.remat.budget import parse_budget
 from streamplan.schedule import ScheduleContext, make_schedule
+from streamplan.schedule.context import MemoryBudget
 
 MIB = 1 << 20
 
@@ -60,7 +60,7 @@ def main() -> None:
     print("| budget | " + " | ".join(f"{m} {p}" for m, p in cols) + " | best joint vs best separate |")
     print("|---" * (len(cols) + 2) + "|")
     for text in args.budgets:
-        budget = parse_budget(text, base)
+        budget = MemoryBudget.parse(text).limit_for(base)
         cells, best = [], {"separate": None, "joint": None}
         for mode, policy in cols:
             t0 = time.perf_counter()

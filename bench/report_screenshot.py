@@ -36,15 +36,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from streamplan.app.context import make_context
     from streamplan.app.report import report_model
     from streamplan.models import load_model
     from streamplan.report.html import render_html
+    from streamplan.schedule.settings import Settings
 
     graph = load_model(args.model, batch=args.batch, train=args.train, optimizer=args.optimizer)
-    ctx = make_context(device=args.device, max_streams=4, time_limit_s=args.time_limit)
+    settings = Settings(device=args.device, max_streams=4, time_limit_s=args.time_limit)
     report = report_model(
-        graph, args.policies.split(","), ctx, model=args.model, pareto_points=args.pareto_points
+        graph, args.policies.split(","), settings, model=args.model, pareto_points=args.pareto_points
     )
     with tempfile.TemporaryDirectory() as tmp:
         page_path = Path(tmp) / "report.html"

@@ -8,10 +8,17 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# every CLI run in the tests (in process or not) caches captures here; removed at exit
-_CACHE_DIR = tempfile.mkdtemp(prefix="streamplan-test-cache-")
+# Every CLI run in the tests (in process or not) caches captures here, and helpers.shared keeps
+# the captures and schedules every test process of the run shares. The first process makes the
+# folder and removes it at exit; pytest-xdist's workers, started by it, inherit the folder.
+_SHARED = "STREAMPLAN_TEST_SHARED_DIR"
+if os.environ.get(_SHARED) and os.path.isdir(os.environ[_SHARED]):
+    _CACHE_DIR = os.environ[_SHARED]
+else:
+    _CACHE_DIR = tempfile.mkdtemp(prefix="streamplan-test-cache-")
+    os.environ[_SHARED] = _CACHE_DIR
+    atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 os.environ["STREAMPLAN_CACHE_DIR"] = _CACHE_DIR
-atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 try:
     import torch

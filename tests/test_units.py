@@ -3,7 +3,6 @@
 import pytest
 
 from streamplan.errors import BudgetError
-from streamplan.remat.budget import parse_budget
 from streamplan.schedule.context import MemoryBudget
 from streamplan.units import MAX_BYTES, parse_bytes, parse_size_text
 
@@ -67,14 +66,17 @@ def test_the_largest_size_is_one_exbibyte():
 
 @pytest.mark.parametrize("text", ["800MB", "12MiB", "4096", "1.5GiB", "0.7", "1e30"])
 def test_every_budget_reader_agrees(text):
-    """The scheduling budget and the remat budget read a text the same way (or both refuse it)."""
+    """A budget is read by ``MemoryBudget.parse`` alone (the budget policy, remat, sweeps and
+    ``Settings`` all call it): the grammar's size, or the grammar's refusal."""
+    from streamplan.schedule.settings import Settings
+
     try:
         expected = parse_size_text(text).limit_bytes
     except BudgetError:
         with pytest.raises(BudgetError):
             MemoryBudget.parse(text)
         with pytest.raises(BudgetError):
-            parse_budget(text)
+            Settings(budget=text)
         return
     assert MemoryBudget.parse(text).limit_bytes == expected
-    assert parse_budget(text) == expected
+    assert Settings(budget=text).budget.limit_bytes == expected

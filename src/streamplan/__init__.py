@@ -7,7 +7,9 @@ The pipeline, one subpackage per stage::
 Start with ``streamplan.analyze(model)``: a ``Session`` on the model's graph under
 ``Settings`` (device profile, fusion, budget...), with every analysis as a method.
 
-Torch is imported only by ``frontends``, ``zoo`` models and ``runtime``.
+Torch is imported by ``frontends``, ``zoo`` models and ``runtime``, and inside the few
+functions that load or run a model (``models`` for a ``file.py:function`` spec, ``app.run``);
+nothing else imports it, so a graph-only analysis never loads it.
 """
 
 from streamplan.errors import StreamplanError

@@ -15,6 +15,7 @@ from streamplan.app.fit_changes import micro_batch_change
 from streamplan.app.fit_memory import ROLES
 from streamplan.cost.devices import get_device
 from streamplan.errors import BudgetError, ModelSpecError
+from streamplan.ir.includes import EVERYTHING
 from streamplan.memory.allocators import replay
 from streamplan.memory.breakdown import memory_breakdown
 
@@ -41,8 +42,7 @@ def test_peak_by_role_adds_up_to_the_reserved_peak(step):
         run.schedule,
         "torch-cuda",
         timeline=run.timeline,
-        include_inputs=True,
-        include_params=True,
+        includes=EVERYTHING,
     )
     assert answer.reserved_peak_bytes >= report.reserved_peak_bytes
 

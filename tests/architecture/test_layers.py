@@ -90,15 +90,54 @@ def test_no_import_circles_between_files():
             assert cycle is None, " -> ".join(cycle)
 
 
+def _policy_name_tests(tree: ast.AST, names: frozenset[str]) -> list[int]:
+    """Lines where a comparison (``==``, ``!=``, ``in``, ``not in``) or a ``match`` case tests
+    against a policy's name written out: a string, or a tuple, list or set of strings."""
+
+    def named(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(named(e) for e in node.elts)
+        return False
+
+    lines = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare) and any(
+            isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in n.ops
+        ):
+            if named(n.left) or any(named(c) for c in n.comparators):
+                lines.append(n.lineno)
+        elif isinstance(n, ast.MatchValue) and named(n.value):
+            lines.append(n.lineno)
+    return lines
+
+
 def test_no_policy_name_tests_outside_the_registry():
+    """Nothing branches on a policy's name outside the registry, whatever the variable is
+    called: every name the registry knows, compared in any way, is caught."""
+    from streamplan.schedule.registry import POLICIES
+
+    names = frozenset(POLICIES)
     hits = [
-        f"{p.relative_to(SRC)}:{i}"
+        f"{p.relative_to(SRC)}:{line}"
         for p in ROOT.rglob("*.py")
-        if p.name != "registry.py"
-        for i, line in enumerate(p.read_text().splitlines(), 1)
-        if re.search(r"policy\s*[!=]=\s*[\"']|[\"']\w+[\"']\s*[!=]=\s*policy\b", line)
+        if p.relative_to(ROOT).as_posix() != "schedule/registry.py"
+        for line in _policy_name_tests(ast.parse(p.read_text()), names)
     ]
     assert not hits, hits
+
+
+def test_the_policy_name_check_sees_every_spelling():
+    names = frozenset({"ios", "budget"})
+    code = (
+        "if p == 'ios': pass\n"
+        "if 'budget' not in chosen: pass\n"
+        "if x.source in ('a', 'ios'): pass\n"
+        "match p:\n    case 'budget': pass\n"
+        "if p == 'asap' or kind == 'memory figure': pass\n"
+    )
+    assert _policy_name_tests(ast.parse(code), names) == [1, 2, 3, 5]
 
 
 def test_one_place_decides_what_a_fusion_mode_does():

@@ -32,4 +32,4 @@ def test_a_budget_with_stream_aware_fusion_is_refused():
         schedule_with_fusion(load_model("random:40:5"), "budget", _ctx("stream-aware"))
     # without a budget, "the fastest schedule found" has nothing to keep, and fuses along streams
     planned = schedule_with_fusion(load_model("random:40:5"), "budget", _ctx("stream-aware", None))
-    assert planned.schedule.meta["fusion"]["mode"] == "stream-aware"
+    assert planned.schedule.fusion_mode == "stream-aware"

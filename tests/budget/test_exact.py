@@ -9,6 +9,7 @@ from helpers.dags import UNIT, chain, dag, diamond
 from streamplan.budget.exact import exact_budget_schedule, plan_to_schedule
 from streamplan.cost import FakeCostModel, simulate
 from streamplan.errors import BudgetError
+from streamplan.ir.includes import Includes
 from streamplan.memory import worst_case_peak
 from streamplan.schedule import MemoryBudget, ScheduleContext
 from streamplan.schedule.verify import verify_schedule
@@ -70,7 +71,9 @@ def test_plan_to_schedule_orders_every_pair_the_plan_orders():
 
 def test_resident_bytes_over_the_budget_is_an_error():
     g = chain(2)
-    c = ScheduleContext(cost=FakeCostModel(1.0), budget=MemoryBudget(limit_bytes=UNIT, includes_inputs=True))
+    c = ScheduleContext(
+        cost=FakeCostModel(1.0), budget=MemoryBudget(limit_bytes=UNIT, includes=Includes(inputs=True))
+    )
     with pytest.raises(BudgetError, match="resident"):
         exact_budget_schedule(g, c, UNIT // 2)
 

@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from helpers.cli import assert_user_error, sp
+from helpers.cli import assert_user_error, cli
 from streamplan.ir.serialize import dumps, graph_to_dict
 from streamplan.models import load_model
 
 
 def test_show_seed_example2_json():
-    r = sp("show", "seed-example2", "--json")
+    r = cli("show", "seed-example2", "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["ops"] == 6 and info["max_parallelism"] == 2
@@ -40,7 +40,7 @@ def test_show_random_does_not_import_torch():
 
 
 def test_zoo_lists_models():
-    r = sp("zoo", "--json")
+    r = cli("zoo", "--json")
     names = [m["name"] for m in json.loads(r.stdout)]
     assert {
         "seed-example1",
@@ -56,18 +56,18 @@ def test_zoo_lists_models():
 
 
 def test_unknown_model():
-    assert_user_error(sp("show", "inceptoin_v3"), "unknown model", "inception_v3")
+    assert_user_error(cli("show", "inceptoin_v3"), "unknown model", "inception_v3")
 
 
 def test_bad_random_spec():
-    assert_user_error(sp("show", "random:abc"), "random")
+    assert_user_error(cli("show", "random:abc"), "random")
 
 
 def test_malformed_and_missing_json(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{oops")
-    assert_user_error(sp("show", str(bad)), "not valid JSON")
-    assert_user_error(sp("show", str(tmp_path / "none.json")), "does not exist")
+    assert_user_error(cli("show", str(bad)), "not valid JSON")
+    assert_user_error(cli("show", str(tmp_path / "none.json")), "does not exist")
 
 
 def test_cyclic_graph_json(tmp_path):
@@ -75,7 +75,7 @@ def test_cyclic_graph_json(tmp_path):
     d["nodes"][1], d["nodes"][4] = d["nodes"][4], d["nodes"][1]  # e now comes before c and b
     p = tmp_path / "cyclic.json"
     p.write_text(json.dumps(d))
-    assert_user_error(sp("show", str(p)), "before its producer")
+    assert_user_error(cli("show", str(p)), "before its producer")
 
 
 def test_dangling_graph_json(tmp_path):
@@ -83,41 +83,41 @@ def test_dangling_graph_json(tmp_path):
     d["nodes"][2]["inputs"] = ["ghost"]
     p = tmp_path / "dangling.json"
     p.write_text(json.dumps(d))
-    assert_user_error(sp("show", str(p)), "ghost")
+    assert_user_error(cli("show", str(p)), "ghost")
 
 
 def test_python_spec_that_raises(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def build():\n    raise RuntimeError('boom')\n")
-    assert_user_error(sp("show", f"{f}:build"), "boom")
-    assert_user_error(sp("show", f"{f}:missing"), "no function")
+    assert_user_error(cli("show", f"{f}:build"), "boom")
+    assert_user_error(cli("show", f"{f}:missing"), "no function")
     g = tmp_path / "syntax.py"
     g.write_text("def build(:\n")
-    assert_user_error(sp("show", f"{g}:build"), "SyntaxError")
+    assert_user_error(cli("show", f"{g}:build"), "SyntaxError")
 
 
 def test_export_round_trip_and_no_overwrite(tmp_path):
     out = tmp_path / "g.json"
-    r = sp("export", "seed-example2", "-o", str(out))
+    r = cli("export", "seed-example2", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_text() == dumps(load_model("seed-example2"))
-    r = sp("show", str(out), "--json")
+    r = cli("show", str(out), "--json")
     assert json.loads(r.stdout)["ops"] == 6
     before = out.read_text()
-    assert_user_error(sp("export", "seed-example1", "-o", str(out)), "already exists")
+    assert_user_error(cli("export", "seed-example1", "-o", str(out)), "already exists")
     assert out.read_text() == before  # nothing the user had is lost
-    assert_user_error(sp("export", str(out), "-o", str(out), "--force"), "input file")
+    assert_user_error(cli("export", str(out), "-o", str(out), "--force"), "input file")
     assert out.read_text() == before
 
 
 def test_bad_option_is_usage_error():
-    r = sp("show", "seed-example2", "--batch", "zero")
+    r = cli("show", "seed-example2", "--batch", "zero")
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("spec", ["seed-example1", "seed-concat"])
 def test_show_text(spec):
-    r = sp("show", spec, "--graph")
+    r = cli("show", spec, "--graph")
     assert r.returncode == 0 and "aten.atan.default" in r.stdout
 
 
@@ -126,7 +126,7 @@ def test_show_text(spec):
 )
 @pytest.mark.slow
 def test_show_param_bytes_are_the_published_count_in_float32(model, count):
-    r = sp("show", model, "--json")
+    r = cli("show", model, "--json")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["param_count"] == count and info["param_bytes"] == 4 * count

@@ -4,46 +4,46 @@ import json
 
 import pytest
 
-from helpers.cli import assert_user_error, sp
+from helpers.cli import assert_user_error, cli
 
 MiB = 1 << 20
 
 
 def test_schedule_save_verify_and_tamper(tmp_path):
     path = tmp_path / "s.json"
-    r = sp("schedule", "seed-example2", "--policy", "asap", "-o", str(path))
+    r = cli("schedule", "seed-example2", "--policy", "asap", "-o", str(path))
     assert r.returncode == 0, r.stderr
     sched = json.loads(path.read_text())
     assert {"launch_order", "streams", "waits"} <= set(sched)
     assert len(set(sched["streams"].values())) == 2 and sched["waits"]
-    r = sp("verify", "seed-example2", str(path))
+    r = cli("verify", "seed-example2", str(path))
     assert r.returncode == 0 and "valid" in r.stdout
     # delete a needed wait: verify must fail (exit 1) and name the unordered pair
     removed = sched["waits"].pop()
     path.write_text(json.dumps(sched))
-    r = sp("verify", "seed-example2", str(path))
+    r = cli("verify", "seed-example2", str(path))
     assert r.returncode == 1
     assert f"{removed['after']} -> {removed['before']}" in r.stderr or (
         removed["after"] in r.stderr and removed["before"] in r.stderr
     )
-    r = sp("verify", "seed-example2", str(path), "--json")
+    r = cli("verify", "seed-example2", str(path), "--json")
     assert r.returncode == 1 and json.loads(r.stdout)["valid"] is False
 
 
 def test_verify_malformed_schedule(tmp_path):
     p = tmp_path / "s.json"
     p.write_text('{"launch_order": ["a"]}')
-    assert_user_error(sp("verify", "seed-example2", str(p)), "malformed schedule")
+    assert_user_error(cli("verify", "seed-example2", str(p)), "malformed schedule")
 
 
 def test_unknown_policy_and_device():
-    assert_user_error(sp("schedule", "seed-example2", "--policy", "fastest"), "fastest")
-    assert_user_error(sp("simulate", "seed-example2", "--device", "tpu9"), "tpu9")
+    assert_user_error(cli("schedule", "seed-example2", "--policy", "fastest"), "fastest")
+    assert_user_error(cli("simulate", "seed-example2", "--device", "tpu9"), "tpu9")
 
 
 def test_simulate_with_trace(tmp_path):
     trace = tmp_path / "t.json"
-    r = sp(
+    r = cli(
         "simulate", "seed-example2", "--policy", "asap", "--device", "v100", "--trace", str(trace), "--json"
     )
     assert r.returncode == 0, r.stderr
@@ -54,7 +54,7 @@ def test_simulate_with_trace(tmp_path):
 
 
 def test_compare_json_rows_and_seed_answer():
-    r = sp("compare", "seed-example2", "--policies", "sequential,asap", "--json")
+    r = cli("compare", "seed-example2", "--policies", "sequential,asap", "--json")
     assert r.returncode == 0, r.stderr
     rows = {row["policy"]: row for row in json.loads(r.stdout)["rows"]}
     for row in rows.values():
@@ -81,10 +81,10 @@ def test_compare_json_rows_and_seed_answer():
 
 
 def test_memory_and_explain_text():
-    r = sp("memory", "seed-example2", "--policy", "asap")
+    r = cli("memory", "seed-example2", "--policy", "asap")
     assert r.returncode == 0, r.stderr
     assert "host-order" in r.stdout and "torch-cuda" in r.stdout and "<- peak" in r.stdout
-    r = sp("explain", "seed-example2", "--policy", "asap", "--vs", "sequential")
+    r = cli("explain", "seed-example2", "--policy", "asap", "--vs", "sequential")
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
     assert "five tensors" in text and "pairwise" in text and "at most four" in text
@@ -92,21 +92,21 @@ def test_memory_and_explain_text():
 
 
 def test_explain_warns_when_nothing_can_overlap():
-    r = sp("explain", "random:1", "--policy", "asap", "--vs", "asap")
+    r = cli("explain", "random:1", "--policy", "asap", "--vs", "asap")
     assert r.returncode == 0, r.stderr
     assert "warning" in r.stdout.lower() or "cannot" in r.stdout.lower()
 
 
 def test_plot_writes_png(tmp_path):
     out = tmp_path / "m.png"
-    r = sp("plot", "seed-example2", "--policies", "sequential,asap", "-o", str(out))
+    r = cli("plot", "seed-example2", "--policies", "sequential,asap", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert_user_error(sp("plot", "seed-example2", "-o", str(out)), "already exists")
+    assert_user_error(cli("plot", "seed-example2", "-o", str(out)), "already exists")
 
 
 def test_run_cpu_chaos_json():
-    r = sp("run", "seed-example2", "--policy", "asap", "--on", "cpu", "--chaos", "--repeat", "2", "--json")
+    r = cli("run", "seed-example2", "--policy", "asap", "--on", "cpu", "--chaos", "--repeat", "2", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["matches_eager"] is True and d["max_abs_error"] == 0
@@ -126,14 +126,14 @@ def test_run_cpu_chaos_json():
 
 @pytest.mark.slow
 def test_run_inception_asap_chaos():
-    r = sp("run", "inception_v3", "--policy", "asap", "--on", "cpu", "--chaos", "--repeat", "1", "--json")
+    r = cli("run", "inception_v3", "--policy", "asap", "--on", "cpu", "--chaos", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["matches_eager"] is True
 
 
 @pytest.mark.slow
 def test_inception_ios_beats_wavefront_beats_sequential():
-    r = sp(
+    r = cli(
         "compare",
         "inception_v3",
         "--device",
@@ -152,7 +152,7 @@ def test_inception_ios_beats_wavefront_beats_sequential():
 
 @pytest.mark.slow
 def test_demo_answers_the_seed_question():
-    r = sp("demo")
+    r = cli("demo")
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())
     assert "five tensors" in text and "inception_v3" in text and "ios" in text
@@ -169,13 +169,13 @@ def test_measured_table_times_the_simulation_and_adds_op_memory(tmp_path):
     scratch = {op_signature(g, g.nodes[0]): 64 * MiB}
     table = tmp_path / "m.json"
     MeasuredTable("h200", ops, scratch).save(table)
-    r = sp("simulate", "seed-example2", "--policy", "sequential", "--measured", str(table), "--json")
+    r = cli("simulate", "seed-example2", "--policy", "sequential", "--measured", str(table), "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["measured"] == {"hits": len(g.nodes), "misses": 0}
     assert d["makespan_ms"] >= len(g.nodes) * 1.0
-    base = json.loads(sp("memory", "seed-example2", "--json").stdout)
-    r = sp("memory", "seed-example2", "--measured", str(table), "--json")
+    base = json.loads(cli("memory", "seed-example2", "--json").stdout)
+    r = cli("memory", "seed-example2", "--measured", str(table), "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["measured"]["op_memory"] is True
@@ -183,32 +183,32 @@ def test_measured_table_times_the_simulation_and_adds_op_memory(tmp_path):
     assert grown >= base["allocators"]["torch-cuda"]["allocated_peak_bytes"] + 64 * MiB
     assert d["allocators"]["exact"] == base["allocators"]["exact"]  # the graph's tensors only
     table.write_text('{"schema": "streamplan.measured", "ops": {"x": "fast"}}')
-    assert_user_error(sp("memory", "seed-example2", "--measured", str(table)), "malformed")
+    assert_user_error(cli("memory", "seed-example2", "--measured", str(table)), "malformed")
 
 
 def test_run_trace_has_measured_and_simulated(tmp_path):
     from streamplan.models import load_model
 
     path = tmp_path / "t.json"
-    r = sp("run", "seed-example2", "--policy", "asap", "--repeat", "1", "--trace", str(path))
+    r = cli("run", "seed-example2", "--policy", "asap", "--repeat", "1", "--trace", str(path))
     assert r.returncode == 0, r.stderr
     events = json.loads(path.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert any("measured" in n for n in names) and any("simulated" in n for n in names)
     ops = [e for e in events if e["ph"] == "X"]
     assert len(ops) == 2 * len(load_model("seed-example2").nodes)
-    again = sp("run", "seed-example2", "--trace", str(path))  # never overwritten without --force
+    again = cli("run", "seed-example2", "--trace", str(path))  # never overwritten without --force
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
 def test_run_a_saved_schedule_and_refuse_a_broken_one(tmp_path):
     path = tmp_path / "s.json"
-    assert sp("schedule", "seed-example2", "--policy", "nimble", "-o", str(path)).returncode == 0
-    r = sp("run", "seed-example2", "--schedule", str(path), "--chaos", "--repeat", "1", "--json")
+    assert cli("schedule", "seed-example2", "--policy", "nimble", "-o", str(path)).returncode == 0
+    r = cli("run", "seed-example2", "--schedule", str(path), "--chaos", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["policy"] == "nimble" and d["matches_eager"] is True and d["num_streams"] == 2
     sched = json.loads(path.read_text())
     sched["waits"] = []  # the verifier refuses it before anything runs
     path.write_text(json.dumps(sched))
-    assert_user_error(sp("run", "seed-example2", "--schedule", str(path)), "not ordered")
+    assert_user_error(cli("run", "seed-example2", "--schedule", str(path)), "not ordered")

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from helpers.cli import assert_user_error, sp
+from helpers.cli import assert_user_error, cli
 
 MODEL = "random:24"
 USER_MODELS = textwrap.dedent(
@@ -42,7 +42,7 @@ def user_file(tmp_path_factory):
 
 
 def _json(*args):
-    r = sp(*args, "--json")
+    r = cli(*args, "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -61,16 +61,16 @@ def test_show_reports_the_training_step_and_its_memory_by_category():
 
 def test_export_verify_schedule_simulate_and_plot_take_train(tmp_path):
     graph, sched, image = tmp_path / "g.json", tmp_path / "s.json", tmp_path / "m.png"
-    assert sp("export", MODEL, "--train", "--optimizer", "sgd", "-o", str(graph)).returncode == 0
-    r = sp("schedule", MODEL, "--train", "--optimizer", "sgd", "--policy", "asap", "-o", str(sched))
+    assert cli("export", MODEL, "--train", "--optimizer", "sgd", "-o", str(graph)).returncode == 0
+    r = cli("schedule", MODEL, "--train", "--optimizer", "sgd", "--policy", "asap", "-o", str(sched))
     assert r.returncode == 0, r.stderr
-    assert sp("verify", str(graph), str(sched)).returncode == 0  # the saved step is the same graph
-    assert sp("verify", MODEL, str(sched), "--train", "--optimizer", "sgd").returncode == 0
-    assert sp("verify", MODEL, str(sched), "--train").returncode == 1  # another step: no update ops
+    assert cli("verify", str(graph), str(sched)).returncode == 0  # the saved step is the same graph
+    assert cli("verify", MODEL, str(sched), "--train", "--optimizer", "sgd").returncode == 0
+    assert cli("verify", MODEL, str(sched), "--train").returncode == 1  # another step: no update ops
     assert (
         _json("simulate", str(graph), "--train", "--optimizer", "sgd", "--policy", "asap")["makespan_ms"] > 0
     )
-    r = sp("plot", MODEL, "--train", "--policies", "sequential,asap", "-o", str(image))
+    r = cli("plot", MODEL, "--train", "--policies", "sequential,asap", "-o", str(image))
     assert r.returncode == 0 and image.stat().st_size > 1000, r.stderr
 
 
@@ -84,7 +84,7 @@ def test_compare_memory_and_explain_break_the_peaks_down():
         "worst-case",
         "simulated",
     }
-    r = sp("explain", MODEL, "--train", "--policy", "asap")
+    r = cli("explain", MODEL, "--train", "--policy", "asap")
     assert r.returncode == 0 and "saved activation" in r.stdout and "composition of each peak" in r.stdout
 
 
@@ -110,16 +110,16 @@ def test_a_user_model_with_its_loss_runs_and_without_one_is_warned_about(user_fi
         "1",
     )
     assert d["matches_eager"] is True
-    r = sp("show", f"{user_file}:without_loss", "--train")
+    r = cli("show", f"{user_file}:without_loss", "--train")
     assert r.returncode == 0 and "warning: " in r.stderr and "sum of the outputs" in r.stderr
 
 
 def test_bad_training_input_is_one_clear_line(user_file):
     """The rest of the bad models (frozen weights, data-dependent backward) are tested on the API."""
-    assert_user_error(sp("show", MODEL, "--train", "--optimizer", "lamb"), "unknown optimizer 'lamb'")
-    assert_user_error(sp("show", MODEL, "--optimizer", "adam"), "needs --train")
-    assert_user_error(sp("show", "seed-example2", "--train"), "nothing to train")
-    assert_user_error(sp("show", f"{user_file}:vector_loss", "--train"), "the loss must be a scalar")
+    assert_user_error(cli("show", MODEL, "--train", "--optimizer", "lamb"), "unknown optimizer 'lamb'")
+    assert_user_error(cli("show", MODEL, "--optimizer", "adam"), "needs --train")
+    assert_user_error(cli("show", "seed-example2", "--train"), "nothing to train")
+    assert_user_error(cli("show", f"{user_file}:vector_loss", "--train"), "the loss must be a scalar")
 
 
 @pytest.mark.slow

@@ -109,11 +109,11 @@ def recorded_steps(monkeypatch):
     steps: list[tuple[str, int | None, int | None]] = []
 
     @contextlib.contextmanager
-    def recorder(console, *, enabled=True):
+    def recorder(console, *, enabled=True, eta=False):
         yield lambda step, done=None, total=None: steps.append((step, done, total))
 
-    for module in ("graph_commands", "schedule_commands", "memory_commands", "run_commands"):
-        monkeypatch.setattr(f"streamplan.cli.{module}.progress_display", recorder)
+    # every command opens its display where it loads the model (cli/options.py)
+    monkeypatch.setattr("streamplan.cli.progress.progress_display", recorder)
     return steps
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from helpers.cli import assert_user_error, sp
+from helpers.cli import assert_user_error, cli
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.serialize import load
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 FIELDS = (
     "budget_bytes",
@@ -24,7 +24,7 @@ FIELDS = (
 
 def test_json_files_and_the_rewritten_graph_everywhere(tmp_path):
     g, s = tmp_path / "g.json", tmp_path / "s.json"
-    r = sp(
+    r = cli(
         "remat", "random-train:12", "--budget", "0.8x", "--max-streams", "3", "--levels", "6",
         "--json", "-o", str(g), "--schedule-out", str(s),
     )  # fmt: skip
@@ -34,19 +34,21 @@ def test_json_files_and_the_rewritten_graph_everywhere(tmp_path):
     assert d["solver"] == "scalable" and d["optimality_gap"] is None and d["recomputed_ops"] > 0
     assert d["worst_case_peak_bytes"] <= d["budget_bytes"] < d["baseline_worst_case_peak_bytes"]
     graph, sched = load(g), StreamSchedule.load(s)
-    assert check_schedule(graph, sched) == []
+    assert schedule_problems(graph, sched) == []
     assert sum(1 for n in graph.nodes if n.recompute_of) == d["recomputed_ops"]
-    assert sp("verify", str(g), str(s)).returncode == 0
-    shown = sp("show", str(g), "--graph")
+    assert cli("verify", str(g), str(s)).returncode == 0
+    shown = cli("show", str(g), "--graph")
     assert shown.returncode == 0 and "(recompute of " in shown.stdout
-    mem = sp("memory", str(g), "--policy", "asap", "--json")
+    mem = cli("memory", str(g), "--policy", "asap", "--json")
     assert mem.returncode == 0, mem.stderr
     png = tmp_path / "p.png"
-    assert sp("plot", str(g), "--policies", "asap", "-o", str(png)).returncode == 0 and png.stat().st_size > 0
+    assert (
+        cli("plot", str(g), "--policies", "asap", "-o", str(png)).returncode == 0 and png.stat().st_size > 0
+    )
 
 
 def test_text_output_and_the_separate_mode():
-    r = sp(
+    r = cli(
         "remat", "random-train:12", "--budget", "0.9x", "--separate", "--policy", "nimble", "--levels", "6"
     )
     assert r.returncode == 0, r.stderr
@@ -54,16 +56,16 @@ def test_text_output_and_the_separate_mode():
 
 
 def test_user_errors():
-    assert_user_error(sp("remat", "random-train:8", "--budget", "lots"), "cannot read the budget")
-    assert_user_error(sp("remat", "random-train:8", "--budget", "1MiB", "--solver", "magic"), "unknown")
-    j = sp("remat", "random-train:8", "--budget", "10KiB", "--json")
+    assert_user_error(cli("remat", "random-train:8", "--budget", "lots"), "cannot read the memory budget")
+    assert_user_error(cli("remat", "random-train:8", "--budget", "1MiB", "--solver", "magic"), "unknown")
+    j = cli("remat", "random-train:8", "--budget", "10KiB", "--json")
     assert_user_error(j, "no plan fits a budget of", "no plan can go below")
     assert json.loads(j.stdout)["error"]["kind"] == "BudgetError"
 
 
 def test_a_training_step_through_the_cli(tmp_path):
     g = tmp_path / "g.json"
-    r = sp(
+    r = cli(
         "remat", "random:20", "--train", "--optimizer", "sgd", "--budget", "0.7x", "--levels", "6",
         "--json", "-o", str(g),
     )  # fmt: skip
@@ -72,5 +74,5 @@ def test_a_training_step_through_the_cli(tmp_path):
     assert all(k in d for k in FIELDS) and d["recomputed_ops"] > 0
     assert d["worst_case_peak_bytes"] <= d["budget_bytes"] < d["baseline_worst_case_peak_bytes"]
     assert load(g).meta.get("training") is not None
-    low = sp("remat", "random:20", "--train", "--budget", "0.05x", "--levels", "4")
+    low = cli("remat", "random:20", "--train", "--budget", "0.05x", "--levels", "4")
     assert_user_error(low, "the smallest worst-case peak found is", "no plan can go below")

@@ -170,3 +170,33 @@ def test_subprocess_errors_are_one_line_and_exit_2(tmp_path):
     assert_user_error(sp("schedule", "seed-example2", "-o", str(d), "--force"), "directory")
     r = sp("compare", "seed-example2", "--policies", "fastest", "--json")
     assert_json_error(r, "ScheduleError", "fastest")
+
+
+BUDGET_COMMANDS = [
+    ["schedule", "--policy", "budget"],
+    ["simulate", "--policy", "budget"],
+    ["compare", "--policies", "sequential,budget"],
+    ["memory", "--policy", "budget"],
+    ["explain", "--policy", "budget"],
+    ["plot", "--policies", "budget", "-o", "never.png"],
+    ["remat"],
+]
+
+
+@pytest.mark.parametrize("command", BUDGET_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize(
+    "budget, said",
+    [
+        ("1e30", "larger than any device"),
+        ("1e25", "larger than any device"),
+        ("1e300x", "not a usable factor"),
+    ],
+)
+def test_an_absurd_budget_is_one_clear_line_in_every_command(command, budget, said, tmp_path):
+    """A budget no device holds is a typing slip: exit 2 naming it as typed (never a 300-digit
+    number), before any model is loaded, in every command that takes a budget."""
+    args = [a if a != "never.png" else tmp_path / a for a in command[1:]]
+    r = cli(command[0], "random:6", *args, "--budget", budget)
+    assert_user_error(r, said, repr(budget))
+    assert not any(len(word) > 40 for word in r.stderr.split()), r.stderr
+    assert not (tmp_path / "never.png").exists()

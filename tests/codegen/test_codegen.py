@@ -13,6 +13,7 @@ import torch
 from helpers.codegen import generated_class, graph_leaves, import_source, stream_calls
 from helpers.launch_log import check_launch_log
 from helpers.models import RUNNABLE_MODELS, small_model
+from helpers.shared import stored_schedule
 from streamplan.codegen import generate_module, launch_plan
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.models import load_model
@@ -30,7 +31,7 @@ MULTI_STREAM = ("asap", "nimble", "ios")
 @functools.cache
 def _schedule(name: str, policy: str) -> StreamSchedule:
     graph = small_model(name)[2] if name in RUNNABLE_MODELS else load_model(name)
-    return make_schedule(graph, policy, CTX)
+    return stored_schedule(graph, policy, CTX)  # the runtime's zoo tests run the same schedules
 
 
 def _example2_two_streams():

@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from helpers.cli import sp
+from helpers.cli import cli
 from helpers.codegen import generated_class, graph_leaves, import_source, stream_calls
 from helpers.launch_log import check_launch_log
 from helpers.models import small_model
@@ -105,6 +105,6 @@ def test_fused_modules_are_ruff_clean(tmp_path) -> None:
 
 def test_codegen_cli_fused(tmp_path) -> None:
     path = tmp_path / "f.py"
-    r = sp("codegen", "seed-example2", "--fusion", "stream-aware", "-o", str(path))
+    r = cli("codegen", "seed-example2", "--fusion", "stream-aware", "-o", str(path))
     assert r.returncode == 0, r.stderr
     assert "fusion: stream-aware;" in path.read_text()

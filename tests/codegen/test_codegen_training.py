@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from helpers.cli import sp
+from helpers.cli import cli
 from helpers.codegen import generated_class, import_source, stream_calls
 from helpers.launch_log import check_launch_log
 from helpers.training import mlp_graph, mlp_problem, small_zoo_problem, two_branch_graph, two_branch_problem
@@ -194,7 +194,7 @@ def test_fused_step_matches_eager(tmp_path, mode: str) -> None:
 
 def test_codegen_cli_training_step(tmp_path) -> None:
     path = tmp_path / "step.py"
-    r = sp("codegen", "random:30", "--train", "--optimizer", "sgd", "--policy", "asap", "-o", str(path))
+    r = cli("codegen", "random:30", "--train", "--optimizer", "sgd", "--policy", "asap", "-o", str(path))
     assert r.returncode == 0, r.stderr
     text = path.read_text()
     assert "training step:" in text and "OUTPUTS = (" in text and "@torch.no_grad()" in text

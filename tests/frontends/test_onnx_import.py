@@ -11,7 +11,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from helpers.cli import assert_user_error, sp  # noqa: E402
+from helpers.cli import assert_user_error, cli  # noqa: E402
 from helpers.models import small_model  # noqa: E402
 from helpers.onnx_models import CNNS, as_exported, exported  # noqa: E402
 from streamplan.errors import FileFormatError, ModelSpecError, UnsupportedError  # noqa: E402
@@ -149,15 +149,15 @@ def test_run_matches_onnxruntime(name: str) -> None:
 
 def test_cli_on_an_onnx_model(tmp_path) -> None:
     path, _, _ = exported("squeezenet", fold=True, dynamic_batch=True)
-    r = sp("run", str(path), "--policy", "asap", "--batch", "2", "--repeat", "1", "--json")
+    r = cli("run", str(path), "--policy", "asap", "--batch", "2", "--repeat", "1", "--json")
     assert r.returncode == 0, r.stderr
     import json
 
     result = json.loads(r.stdout)
     assert result["reference"] == "onnxruntime" and result["matches_eager"]
-    r = sp("show", str(path), "--batch", "3")
+    r = cli("show", str(path), "--batch", "3")
     assert r.returncode == 0 and "144.0 KiB" in r.stdout, r.stdout  # inputs: 3 x 3 x 64 x 64 float32
-    assert_user_error(sp("show", str(tmp_path / "nothing.onnx")), "does not exist")
+    assert_user_error(cli("show", str(tmp_path / "nothing.onnx")), "does not exist")
 
 
 # -- a model file is data: attributes of the wrong kind are problems, not crashes --------------

@@ -1,7 +1,9 @@
 """Captured zoo models shared across a test session (one capture per model, batch and size).
 
 Captures take seconds each; tests ask for them here instead of capturing again. The
-caches live for the whole process, which is the test session of one xdist worker.
+caches live for the whole process, which is the test session of one xdist worker, and the
+captures themselves are shared by every process of the run (``helpers.shared``: the
+capture cache for model specs, graph JSON for the shrunk runtime captures).
 Runtime tests shrink the inputs (images to 64-96 px, sequences to 16 tokens) to stay
 fast on two shared cores; the graphs keep all their ops and branches.
 """
@@ -12,6 +14,7 @@ import functools
 import importlib.util
 from typing import Any
 
+from helpers.shared import shared_dir, stored_graph
 from streamplan.ir.graph import Graph
 from streamplan.zoo.registry import ZOO
 
@@ -31,10 +34,13 @@ RUNNABLE_MODELS = [
 
 @functools.cache
 def graph_of(spec: str, batch: int | None = None) -> Graph:
-    """``load_model(spec, batch=batch)``, once per session."""
-    from streamplan.models import load_model
+    """``load_model(spec, batch=batch)``, once per session (captured once per run, through the
+    run's capture cache)."""
+    from streamplan.cache import CaptureCache
+    from streamplan.models import ModelRequest
 
-    return load_model(spec, batch=batch)
+    root = shared_dir()  # the command line's capture cache in the tests is the folder above it
+    return ModelRequest(spec, batch=batch).load(cache=CaptureCache(root.parent) if root else None)
 
 
 def shrink(name: str, inputs: tuple) -> tuple:
@@ -61,4 +67,5 @@ def small_model(name: str) -> tuple[Any, tuple, Graph]:
     module, inputs = ZOO[name].load_factory()(1)
     module = module.eval()
     inputs = shrink(name, inputs if isinstance(inputs, tuple) else (inputs,))
-    return module, inputs, capture(module, inputs, name=name)
+    key = {"small_model": name, "inputs": [(tuple(x.shape), str(x.dtype)) for x in inputs]}
+    return module, inputs, stored_graph(key, lambda: capture(module, inputs, name=name))

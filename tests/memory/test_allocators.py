@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from helpers.dags import UNIT, dag, random_dags
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import ModelSpecError, ScheduleError
+from streamplan.ir.includes import Includes
 from streamplan.memory.allocators import MODELS, replay
 from streamplan.memory.allocators.page import page_round
 from streamplan.memory.allocators.pow2 import pow2_round
@@ -193,7 +194,7 @@ def test_oom_in_each_model_and_for_residents():
     for model in MODELS:
         r = replay(g, sched(g), model, device_memory_bytes=20 * MIB)
         assert r.oom is not None and r.oom.op == "n1", model
-    r = replay(g, sched(g), "exact", device_memory_bytes=MIB // 2, include_inputs=True)
+    r = replay(g, sched(g), "exact", device_memory_bytes=MIB // 2, includes=Includes(inputs=True))
     assert r.oom is not None and r.oom.op is None and r.oom.storage == "x"
 
 
@@ -246,12 +247,14 @@ def test_exact_is_the_live_bytes_sum(graph, rnd):
 def test_inputs_and_params_are_resident_and_counted_on_request():
     g = dag({1: [0]}, 2, sizes=[MIB, MIB])
     act = replay(g, sched(g), "exact")
-    with_inputs = replay(g, sched(g), "exact", include_inputs=True)
+    with_inputs = replay(g, sched(g), "exact", includes=Includes(inputs=True))
     assert with_inputs.resident_bytes == UNIT
     assert with_inputs.allocated_peak_bytes == act.allocated_peak_bytes + UNIT
-    assert replay(g, sched(g), "exact", include_params=True).resident_bytes == 0  # dag() has no params
+    assert (
+        replay(g, sched(g), "exact", includes=Includes(params=True)).resident_bytes == 0
+    )  # dag() has no params
     # torch-cuda: the input lives in a default-stream segment that the schedule's stream cannot reuse
-    tc = replay(g, sched(g), include_inputs=True)
+    tc = replay(g, sched(g), includes=Includes(inputs=True))
     assert tc.reserved_peak_bytes == 2 * MIB + 2 * MIB
 
 
@@ -270,8 +273,10 @@ def test_unknown_model_and_mismatched_schedule_are_clear_errors():
 def test_a_precomputed_liveness_gives_the_same_report():
     g = dag({1: [0], 2: [0]}, 3)
     s = sched(g, {"n0": 0, "n1": 1, "n2": 0})
-    live = liveness(g, s, include_inputs=True)
-    assert replay(g, s, include_inputs=True, live=live) == replay(g, s, include_inputs=True)
+    live = liveness(g, s, includes=Includes(inputs=True))
+    assert replay(g, s, includes=Includes(inputs=True), live=live) == replay(
+        g, s, includes=Includes(inputs=True)
+    )
     with pytest.raises(ScheduleError, match="liveness given counts"):
         replay(g, s, live=live)
 

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from helpers.dags import random_dags
 from helpers.memory_oracles import brute_force_arena_bound, schedules_for
 from helpers.schedules import asap
-from streamplan.memory import check_arena, liveness, plan_arena
+from streamplan.ir.includes import Includes
+from streamplan.memory import arena_overlaps, liveness, plan_arena
 from streamplan.zoo.random_dag import random_dag
 from streamplan.zoo.seed import example2
 
@@ -16,9 +17,9 @@ def test_checker_accepts_plan_and_catches_overlap():
     s = asap(g)
     plan = plan_arena(g, s)
     live = liveness(g, s)
-    assert check_arena(live, plan.offsets) == []
+    assert arena_overlaps(live, plan.offsets) == []
     bad = dict(plan.offsets, d=plan.offsets["a"])  # a may still be live (b slow) while d runs
-    assert ("a", "d") in check_arena(live, bad) or ("d", "a") in check_arena(live, bad)
+    assert ("a", "d") in arena_overlaps(live, bad) or ("d", "a") in arena_overlaps(live, bad)
 
 
 def test_checker_allows_sharing_between_never_coexisting():
@@ -26,7 +27,7 @@ def test_checker_allows_sharing_between_never_coexisting():
     s = asap(g)
     live = liveness(g, s)
     offs = dict(plan_arena(g, s).offsets, f=plan_arena(g, s).offsets["a"])  # a is dead before f
-    assert check_arena(live, offs) == []
+    assert arena_overlaps(live, offs) == []
 
 
 @st.composite
@@ -42,7 +43,7 @@ def test_bound_is_max_weight_clique_and_plan_is_valid(gs):
     plan = plan_arena(g, s)
     assert plan.lower_bound_exact
     assert plan.lower_bound_bytes == brute_force_arena_bound(g, s)
-    assert check_arena(liveness(g, s), plan.offsets) == []
+    assert arena_overlaps(liveness(g, s), plan.offsets) == []
     assert plan.arena_bytes >= plan.lower_bound_bytes
 
 
@@ -53,7 +54,7 @@ def test_random_graph_multi_stream_arena_near_bound():
 
     s = with_derived_waits(g, order, {op: i % 3 for i, op in enumerate(order)}, "rr3")
     plan = plan_arena(g, s)
-    assert check_arena(liveness(g, s), plan.offsets) == []
+    assert arena_overlaps(liveness(g, s), plan.offsets) == []
     assert plan.lower_bound_exact and plan.arena_bytes <= 1.05 * plan.lower_bound_bytes
 
 
@@ -63,7 +64,7 @@ def test_conflict_pairs_match_pairwise_definition(gs, inputs):
     from streamplan.memory import conflict_pairs, may_coexist
 
     g, s = gs
-    live = liveness(g, s, include_inputs=inputs)
+    live = liveness(g, s, includes=Includes(inputs=inputs))
     lives = live.lives
     got = set(zip(*(a.tolist() for a in conflict_pairs(live)), strict=True))
     expect = {
@@ -83,7 +84,7 @@ def test_launch_interval_fallback_is_valid(gs):
     g, s = gs
     live = liveness(g, s)
     plan = _plan_by_launch_intervals(live, _Ranges(live))
-    assert check_arena(live, plan.offsets) == []
+    assert arena_overlaps(live, plan.offsets) == []
     assert plan.arena_bytes >= plan.lower_bound_bytes == plan_arena(g, s).lower_bound_bytes
 
 

@@ -14,7 +14,7 @@ from helpers.models import graph_of
 from streamplan.app.context import make_context
 from streamplan.app.explain import ExplainResult, explain_policy
 from streamplan.ir.graph import Graph
-from streamplan.memory.arena import may_coexist
+from streamplan.memory.conflicts import may_coexist
 from streamplan.memory.explain import PeakComparison, PeakExplanation
 from streamplan.memory.liveness import Liveness, liveness
 from streamplan.memory.worst_case import live_bytes_at
@@ -44,7 +44,7 @@ def close(figure_bytes: int | None, text: str) -> bool:
 def check_explanation(graph: Graph, e: PeakExplanation, schedule) -> int:
     """Check each note of one schedule's explanation; returns how many sentences were checked."""
     r, wc, arena = e.report, e.report.worst_case, e.report.arena
-    live = liveness(graph, schedule, include_inputs=r.includes.inputs, include_params=r.includes.params)
+    live = liveness(graph, schedule, includes=r.includes)
     by = live.by_storage()
     checked = 0
     for note in e.notes:

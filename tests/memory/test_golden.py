@@ -5,6 +5,7 @@ import pytest
 from helpers.schedules import asap, sequential
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.frontends.builder import GraphBuilder
+from streamplan.ir.includes import Includes
 from streamplan.memory import analyze_memory, host_order_events, host_order_trace
 from streamplan.zoo.seed import example1, example2
 
@@ -32,12 +33,17 @@ def test_raf_three_relu_trace():
     g = three_relus()
     s = sequential(g)
     assert [b / MIB for b in host_order_trace(g, s).trace_bytes()] == [1, 2, 2, 1]
-    assert [b / MIB for b in host_order_trace(g, s, include_inputs=True).trace_bytes()] == [2, 3, 3, 2]
+    assert [b / MIB for b in host_order_trace(g, s, includes=Includes(inputs=True)).trace_bytes()] == [
+        2,
+        3,
+        3,
+        2,
+    ]
 
 
 def test_host_order_events_convention():
     g = three_relus()
-    ev = host_order_events(g, sequential(g), include_inputs=True)
+    ev = host_order_events(g, sequential(g), includes=Includes(inputs=True))
     assert (ev[0].kind, ev[0].storage, ev[0].launch_index, ev[0].stream) == ("alloc", "x", -1, -1)
     kinds = [(e.kind, e.launch_index) for e in ev[1:]]
     assert kinds == [("alloc", 0), ("alloc", 1), ("free", 1), ("alloc", 2), ("free", 2)]
@@ -92,7 +98,7 @@ def test_example2_asap_simulated_between_three_and_four():
 def test_includes_inputs_adds_resident_input():
     g = example2()
     s = asap(g)
-    r = analyze_memory(g, s, include_inputs=True)
+    r = analyze_memory(g, s, includes=Includes(inputs=True))
     assert r.host_order_peak_bytes == 4 * MIB
     assert r.worst_case.lower_bytes == r.worst_case.upper_bytes == 5 * MIB
     assert r.arena.lower_bound_bytes == 6 * MIB

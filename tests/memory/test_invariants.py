@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from helpers.dags import random_dags
 from helpers.memory_oracles import schedules_for, timelines_for
+from streamplan.ir.includes import Includes
 from streamplan.memory import analyze_memory
 from streamplan.schedule.events import with_derived_waits
 
@@ -29,7 +30,7 @@ def _check(g, s, tl, **inc):
 @settings(max_examples=40, deadline=None)
 @given(case(), st.booleans())
 def test_figures_are_ordered(c, inputs):
-    _check(*c, include_inputs=inputs)
+    _check(*c, includes=Includes(inputs=inputs))
 
 
 @settings(max_examples=30, deadline=None)

@@ -5,6 +5,7 @@ import pytest
 from helpers.dags import UNIT
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph, Node, Value
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory import host_order_trace, liveness, worst_case_peak
 from streamplan.schedule.events import with_derived_waits
@@ -49,9 +50,9 @@ def test_inputs_and_params_are_separate_and_resident():
     g = aliased()
     s = seq(g)
     assert host_order_trace(g, s).trace_bytes() == [UNIT, UNIT, 2 * UNIT, 2 * UNIT, 3 * UNIT, UNIT]
-    lv = liveness(g, s, include_inputs=True, include_params=True).by_storage()
+    lv = liveness(g, s, includes=EVERYTHING).by_storage()
     assert lv["x"].creator is None and lv["x"].persistent and lv["w"].kind == "param"
-    with_all = host_order_trace(g, s, include_inputs=True, include_params=True)
+    with_all = host_order_trace(g, s, includes=EVERYTHING)
     assert with_all.peak_bytes == 5 * UNIT
     assert "inputs" in with_all.includes.describe()
 
@@ -82,7 +83,7 @@ def test_lifetimes_table_on_the_launch_line():
     g = aliased()
     order = ["na", "nb", "nv", "nr", "nc"]
     s = with_derived_waits(g, order, {"na": 0, "nv": 0, "nr": 0, "nc": 0, "nb": 1}, "two")
-    live = liveness(g, s, include_inputs=True, include_params=True)
+    live = liveness(g, s, includes=EVERYTHING)
     lt = live.lifetimes
     assert lt is live.lifetimes  # computed once
     got = {life.storage: (b, d) for life, b, d in zip(live.lives, lt.birth, lt.death, strict=True)}

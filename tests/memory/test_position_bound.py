@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from helpers.dags import random_dags
 from helpers.memory_oracles import brute_force_worst_case, schedules_for
 from helpers.models import graph_of
+from streamplan.ir.includes import Includes
 from streamplan.memory import worst_case_peak
 from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.memory.position_bound import position_bound
@@ -54,7 +55,7 @@ def test_inputs_and_params_are_resident():
     g = graph_of("random:60:2")
     s = make_schedule(g, "asap")
     plain = position_bound(g, s).peak_bytes
-    with_inputs = position_bound(g, s, include_inputs=True).peak_bytes
+    with_inputs = position_bound(g, s, includes=Includes(inputs=True)).peak_bytes
     assert with_inputs == plain + g.input_bytes()
 
 

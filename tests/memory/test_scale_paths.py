@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.dags import random_dags
+from streamplan.ir.includes import Includes
 from streamplan.memory import arena as arena_mod
-from streamplan.memory.arena import _interval_best_fit, _interval_best_fit_arrays, check_arena, plan_arena
+from streamplan.memory.arena import _interval_best_fit, _interval_best_fit_arrays, plan_arena
+from streamplan.memory.conflicts import arena_overlaps
 from streamplan.memory.host_order import events_from_liveness, trace_from_liveness
 from streamplan.memory.liveness import liveness
 from streamplan.memory.simulated import sweep_live_bytes
@@ -77,7 +79,7 @@ def plain_sweep(live, order, start, end):
 @given(random_dags(min_nodes=1, max_nodes=12, vary_sizes=True), st.integers(0, 10**6), st.booleans())
 def test_sweep_equals_the_event_by_event_sweep(graph, seed, inputs):
     s = make_schedule(graph, "asap", ScheduleContext(max_streams=3))
-    live = liveness(graph, s, include_inputs=inputs)
+    live = liveness(graph, s, includes=Includes(inputs=inputs))
     rng = random.Random(seed)
     order = list(s.launch_order)
     # coarse times: many ties and zero-length ops, where the order of events matters most
@@ -92,7 +94,7 @@ def test_sweep_equals_the_event_by_event_sweep(graph, seed, inputs):
 @given(random_dags(min_nodes=1, max_nodes=12, vary_sizes=True), st.booleans())
 def test_host_order_trace_equals_the_events_summed(graph, inputs):
     s = make_schedule(graph, "nimble", ScheduleContext(max_streams=3))
-    live = liveness(graph, s, include_inputs=inputs)
+    live = liveness(graph, s, includes=Includes(inputs=inputs))
     trace = trace_from_liveness(live, s)
     cur, allocs, frees = 0, {}, {}
     for e in events_from_liveness(live, s):
@@ -140,7 +142,7 @@ def test_launch_interval_placement_is_valid(spec, policy, monkeypatch):
     live = liveness(g, s)
     plan = plan_arena(g, s, live=live)
     assert plan.order == "launch-interval"
-    assert check_arena(live, plan.offsets) == []
+    assert arena_overlaps(live, plan.offsets) == []
     assert plan.arena_bytes >= plan.lower_bound_bytes
 
 

@@ -13,6 +13,7 @@ from helpers.memory_oracles import (
     timelines_for,
 )
 from helpers.training import mlp_graph, two_branch_graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.training import training_step
 from streamplan.memory import analyze_memory, liveness, worst_case_peak
 from streamplan.memory.breakdown import CATEGORIES, memory_breakdown
@@ -88,7 +89,7 @@ def test_gradients_live_from_the_backward_to_their_update():
 def test_breakdown_totals_and_peak_compositions_add_up():
     g = two_branch_graph("adam")
     s = make_schedule(g, "asap", ScheduleContext(max_streams=3))
-    report = analyze_memory(g, s, include_inputs=True, include_params=True)
+    report = analyze_memory(g, s, includes=EVERYTHING)
     b = memory_breakdown(g, s, report=report)
     assert b.totals.total_bytes == sum(st.nbytes for st in g.storages().values())
     assert [name for name, _ in b.totals.bytes_by_category] == list(CATEGORIES)

@@ -1,4 +1,4 @@
-"""Reading budgets, and the floor no plan can go below."""
+"""Reading budgets (``MemoryBudget.parse``, the one reader), and the floor no plan can go below."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import pytest
 
 from helpers.dags import chain, diamond
 from streamplan.errors import BudgetError
-from streamplan.memory.liveness import Includes
-from streamplan.remat.budget import parse_budget, peak_floor
+from streamplan.ir.includes import Includes
+from streamplan.remat.budget import peak_floor
+from streamplan.schedule.context import MemoryBudget
 
 MIB = 1 << 20
 
@@ -27,18 +28,18 @@ MIB = 1 << 20
     ],
 )
 def test_budgets_in_bytes_units_and_factors(text, expected):
-    assert parse_budget(text, baseline_bytes=1000) == expected
+    assert MemoryBudget.parse(text).limit_for(1000) == expected
 
 
 @pytest.mark.parametrize("text", ["lots", "-1MiB", "2XB", "1.2.3", "", "nanx", "inf"])
 def test_unreadable_budgets_are_user_errors(text):
-    with pytest.raises(BudgetError, match="cannot read the budget"):
-        parse_budget(text, baseline_bytes=1000)
+    with pytest.raises(BudgetError, match="cannot read the memory budget"):
+        MemoryBudget.parse(text).limit_for(1000)
 
 
 def test_a_factor_needs_a_baseline():
     with pytest.raises(BudgetError, match="factor"):
-        parse_budget("0.5x")
+        MemoryBudget.parse("0.5x").limit_for(None)
 
 
 def test_floor_is_the_largest_op_inputs_and_outputs():

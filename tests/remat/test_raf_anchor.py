@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from helpers.remat import RAF_PEAK_BYTES, RAF_REMAT_BYTES, raf_conv_pool
-from streamplan.app import MemoryOptions, plan_remat
+from streamplan.app import plan_remat
 from streamplan.errors import BudgetError
+from streamplan.ir.includes import EVERYTHING
 from streamplan.runtime import run
 from streamplan.schedule import make_schedule
-
-EVERYTHING = MemoryOptions(include_inputs=True, include_params=True)
 
 
 def test_the_case_peaks_at_24_0088_mib():

@@ -20,7 +20,7 @@ from streamplan.memory import analyze_memory, worst_case_peak
 from streamplan.remat.problem import RematProblem, evaluate, normalize
 from streamplan.remat.rewrite import recomputations, rewrite
 from streamplan.schedule import POLICIES, ScheduleContext, make_schedule
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 FAST_POLICIES = [p for p in POLICIES if p != "ios"]  # ios: checked once below (slow search)
 
@@ -136,7 +136,7 @@ def test_any_plan_rewrites_into_a_graph_every_check_accepts(g, seed, n_rec):
     assert worst_case_peak(g2, s1).upper_bytes == evaluate(p, seq).peak_bytes  # exact on one stream
     for policy in FAST_POLICIES:
         s = make_schedule(g2, policy, ScheduleContext(max_streams=3))
-        assert check_schedule(g2, s) == []
+        assert schedule_problems(g2, s) == []
         report = analyze_memory(g2, s)
         assert report.worst_case.upper_bytes >= report.host_order.peak_bytes
 
@@ -147,5 +147,5 @@ def test_training_like_plans_run_through_ios_and_the_memory_analyses(g, seed):
     p = _problem(g)
     g2 = rewrite(p, random_plan(g, seed, 3))
     s = make_schedule(g2, "ios", ScheduleContext(max_streams=3))
-    assert check_schedule(g2, s) == []
+    assert schedule_problems(g2, s) == []
     analyze_memory(g2, s)

@@ -14,7 +14,7 @@ from streamplan.memory.worst_case import worst_case_peak
 from streamplan.models import load_model
 from streamplan.remat.search import ONE_STREAM_ORDER, POLICY_ORDER, project, search
 from streamplan.schedule import ScheduleContext
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 CTX = ScheduleContext(max_streams=3, time_limit_s=5)
 
@@ -44,7 +44,7 @@ def test_a_larger_budget_is_never_slower_and_the_peak_always_fits(g, f1, f2, pol
             c = r.chosen
             assert c.peak_bytes <= r.budget_bytes
             assert worst_case_peak(c.graph, c.schedule).upper_bytes == c.peak_bytes  # truthful
-            assert check_schedule(c.graph, c.schedule) == []
+            assert schedule_problems(c.graph, c.schedule) == []
     if small is not None:
         assert large is not None  # what fits a smaller budget fits a larger one
         assert large.chosen.makespan_ms <= small.chosen.makespan_ms

@@ -24,7 +24,7 @@ from streamplan.remat.orders import updates_early
 from streamplan.remat.rewrite import recomputations
 from streamplan.runtime import run_and_compare
 from streamplan.schedule import POLICIES, ScheduleContext, make_schedule
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 CTX = ScheduleContext(max_streams=4, time_limit_s=5)
 
@@ -39,7 +39,7 @@ def test_the_plan_recomputes_batch_norm_relu_and_a_view_and_is_checked():
     ops = {n.op.split(".")[1] for n in recomputations(plan.graph)}
     assert {"_native_batch_norm_legit_functional", "relu", "convolution", "detach"} <= ops
     verify(plan.graph)
-    assert check_schedule(plan.graph, plan.schedule) == []
+    assert schedule_problems(plan.graph, plan.schedule) == []
     wc = worst_case_peak(plan.graph, plan.schedule)
     assert wc.upper_bytes == plan.worst_case_peak_bytes <= plan.budget_bytes
     assert plan.worst_case_peak_bytes < plan.baseline_worst_case_peak_bytes

@@ -10,16 +10,16 @@ import pytest
 pytest.importorskip("plotly")
 
 from helpers.browser import browser_or_skip  # noqa: E402
-from helpers.cli import assert_user_error, sp  # noqa: E402
+from helpers.cli import assert_user_error, cli  # noqa: E402
 from helpers.models import small_model  # noqa: E402
 from streamplan.app.report import report_model  # noqa: E402
 from streamplan.memory.host_order import host_order_trace  # noqa: E402
 from streamplan.models import load_model  # noqa: E402
 from streamplan.report.html import render_html  # noqa: E402
-from streamplan.schedule.context import ScheduleContext  # noqa: E402
+from streamplan.schedule.settings import Settings  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "out"
-CTX = ScheduleContext(max_streams=4, time_limit_s=2.0)
+CTX = Settings(max_streams=4, time_limit_s=2.0)
 
 
 def test_report_data_follows_the_analyses() -> None:
@@ -43,14 +43,14 @@ def test_report_data_follows_the_analyses() -> None:
 
 def test_cli_writes_one_self_contained_file(tmp_path) -> None:
     out = tmp_path / "r.html"
-    r = sp("report", "seed-example1", "--policies", "sequential,nimble", "-o", str(out))
+    r = cli("report", "seed-example1", "--policies", "sequential,nimble", "-o", str(out))
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert len(text) > 1_000_000  # plotly.js is inside
     assert 'id="timeline-nimble"' in text and "Why the peaks are where they are" in text
-    assert_user_error(sp("report", "seed-example1", "-o", str(out)), "already exists")
+    assert_user_error(cli("report", "seed-example1", "-o", str(out)), "already exists")
     assert_user_error(
-        sp("report", "seed-example1", "--policies", "fastest", "-o", str(tmp_path / "x.html")), "fastest"
+        cli("report", "seed-example1", "--policies", "fastest", "-o", str(tmp_path / "x.html")), "fastest"
     )
 
 
@@ -185,7 +185,7 @@ def test_training_report_in_a_real_browser(tmp_path) -> None:
 
 def test_cli_training_report_with_fusion(tmp_path) -> None:
     out = tmp_path / "t.html"
-    r = sp(
+    r = cli(
         "report", "random:12", "--train", "--optimizer", "sgd", "--policies", "sequential,asap",
         "--fusion", "stream-aware", "--pareto-points", "2", "--time-limit", "0.3", "-o", str(out), "--json",
     )  # fmt: skip

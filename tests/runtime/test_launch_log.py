@@ -13,6 +13,7 @@ import pytest
 
 from helpers.launch_log import check_launch_log
 from helpers.models import RUNNABLE_MODELS, graph_of
+from helpers.shared import stored_schedule
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.models import load_model
 from streamplan.runtime.backend_api import FakeBackend
@@ -39,7 +40,7 @@ def _calls(graph, schedule: StreamSchedule) -> list[tuple]:
 @pytest.mark.slow
 def test_zoo_launch_logs_are_sound(model: str, policy: str) -> None:
     graph = graph_of(model)
-    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
+    schedule = stored_schedule(graph, policy, ScheduleContext(max_streams=4))
     verify_schedule(graph, schedule)
     assert check_launch_log(graph, _calls(graph, schedule)) == []
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from helpers.models import RUNNABLE_MODELS, small_model
+from helpers.shared import stored_schedule
 from streamplan.memory.host_order import host_order_peak_bytes
 from streamplan.runtime import compare_outputs, run
 from streamplan.runtime.compare import _flat_tensors
 from streamplan.runtime.interpret import params_from_module
-from streamplan.schedule import make_schedule
 from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import POLICIES
 from streamplan.schedule.verify import verify_schedule
@@ -22,6 +22,7 @@ from streamplan.schedule.verify import verify_schedule
 # budget returns one of the other policies' schedules (or the same streams launched in another
 # order) and runs every one of them, ios included: tests/budget runs its schedules for real
 RUN_POLICIES = [p for p in POLICIES if p != "budget"]
+CTX = ScheduleContext(max_streams=4, time_limit_s=2.0)
 
 
 @pytest.fixture(scope="module", params=RUNNABLE_MODELS)
@@ -37,7 +38,7 @@ def zoo_model(request):
 @pytest.mark.slow
 def test_zoo_matches_eager(zoo_model, policy: str) -> None:
     name, graph, params, inputs, ref = zoo_model
-    schedule = make_schedule(graph, policy, ScheduleContext(max_streams=4))
+    schedule = stored_schedule(graph, policy, CTX)  # the codegen tests run the same schedules
     verify_schedule(graph, schedule)
     for chaos in (False, True):
         result = run(graph, schedule, list(inputs), params=params, chaos=chaos)

@@ -10,6 +10,7 @@ import pytest
 from streamplan.app.analysis import compare_policies
 from streamplan.app.context import make_context
 from streamplan.errors import FileFormatError, ModelSpecError, StreamplanError
+from streamplan.ir.includes import Includes
 from streamplan.sweep import AXES, Job, SweepRow, SweepSettings, SweepSpec, load_sweep_file
 from streamplan.sweep.export import to_csv, to_dataframe, to_parquet
 from streamplan.sweep.worker import capture, run_job
@@ -76,7 +77,7 @@ def test_a_yaml_sweep_file_reads_like_toml(tmp_path):
     path.write_text("models: [seed-example1, random:10]\ndevices: h100\nsettings: {include_params: true}\n")
     axes, settings = load_sweep_file(path)
     assert axes == {"model": ["seed-example1", "random:10"], "device": ["h100"]}
-    assert settings == SweepSettings(include_params=True)
+    assert settings == SweepSettings(includes=Includes(params=True))
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ Presentation lives in ``streamplan.report``; the command line in ``streamplan.cl
 
 from streamplan.app.analysis import (
     MemoryCurve,
-    MemoryOptions,
     PolicyRow,
     PolicyRun,
     compare_policies,
@@ -34,7 +33,6 @@ __all__ = [
     "MeasuredCoverage",
     "MemoryAnalysis",
     "MemoryCurve",
-    "MemoryOptions",
     "ModelReport",
     "PolicyReport",
     "PolicyRow",

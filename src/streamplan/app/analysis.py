@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.app.display import Shown, curve_image
 from streamplan.cost.bound import latency_bound
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import StreamplanError
-from streamplan.fusion.plan import fusion_mode, graph_for_schedule, schedule_with_fusion
+from streamplan.fusion.plan import graph_for_schedule, schedule_with_fusion
 from streamplan.fusion.transform import FusionResult, kernel_count
 from streamplan.ir.graph import Graph
-from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.includes import ACTIVATIONS, Includes
+from streamplan.ir.schedule import Fusion, StreamSchedule
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
@@ -24,19 +26,43 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.registry import BASELINE_POLICY
 from streamplan.schedule.verify import verify_schedule
 
+MIB = 1 << 20
+
 
 @dataclass(frozen=True)
-class PolicyRun:
+class PolicyRun(Shown):
     """A verified schedule and its simulated timeline under one context's cost model.
 
     ``graph`` is the graph the schedule runs: the kernels when it was fused (``fusion``
-    says how), else the model's graph as captured.
+    says how), else the model's graph as captured. ``saved`` marks a schedule in hand (a
+    saved file) rather than one a policy just made.
     """
 
     schedule: StreamSchedule
     timeline: Timeline
     graph: Graph | None = None
     fusion: FusionResult | None = None
+    saved: bool = False
+
+    def __str__(self) -> str:
+        s = self.schedule
+        fused = f", fusion {self.fusion_mode}" if self.fusion is not None else ""
+        return (
+            f"{s.policy}: {len(s.launch_order)} ops on {s.num_streams} streams, {s.num_events} events{fused}; "
+            f"simulated {self.makespan_ms:.3f} ms on {self.timeline.device or 'the device'}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.schedule
+        return {
+            "policy": s.policy,
+            "fusion": self.fusion_mode,
+            "streams": s.num_streams,
+            "events": s.num_events,
+            "makespan_ms": self.makespan_ms,
+            "saved": self.saved,
+            "schedule": s.to_dict(),
+        }
 
     @property
     def policy(self) -> str:
@@ -48,7 +74,7 @@ class PolicyRun:
 
     @property
     def fusion_mode(self) -> str:
-        return fusion_mode(self.schedule)
+        return self.schedule.fusion_mode.value
 
     def scheduled_graph(self, source: Graph) -> Graph:
         """The graph the schedule runs (``source`` itself when the run does not say)."""
@@ -72,26 +98,12 @@ def run_schedule(graph: Graph, schedule: StreamSchedule, ctx: ScheduleContext | 
     ctx = ctx or DEFAULT_CONTEXT
     planned = graph_for_schedule(graph, schedule)
     verify_schedule(planned.graph, schedule)
-    return PolicyRun(schedule, simulate(planned.graph, schedule, ctx.cost), planned.graph, planned.fusion)
+    timeline = simulate(planned.graph, schedule, ctx.cost)
+    return PolicyRun(schedule, timeline, planned.graph, planned.fusion, saved=True)
 
 
 @dataclass(frozen=True)
-class MemoryOptions:
-    """Which storages the memory figures count besides activations."""
-
-    include_inputs: bool = False
-    include_params: bool = False
-
-    def describe(self) -> str:
-        return (
-            "activations"
-            + (" + inputs" if self.include_inputs else "")
-            + (" + params" if self.include_params else "")
-        )
-
-
-@dataclass(frozen=True)
-class PolicyRow:
+class PolicyRow(Shown):
     """What one policy does to a graph: streams, events, simulated latency, memory figures.
 
     ``fusion`` is how ops were fused into ``kernels`` (``none``: every op is its own);
@@ -115,6 +127,19 @@ class PolicyRow:
     error: str | None = None
     breakdown: MemoryBreakdown | None = None
     bound_ms: float | None = None  # no schedule of this graph is faster, under the same cost model
+
+    def __str__(self) -> str:
+        if self.error:
+            return f"{self.policy} ({self.fusion}): failed: {self.error}"
+        speed = f" ({self.speedup:.2f}x)" if self.speedup else ""
+        peak = (
+            ""
+            if self.memory is None
+            else f", worst-case peak {self.memory.worst_case.upper_bytes / MIB:.2f} MiB"
+        )
+        return (
+            f"{self.policy} ({self.fusion}): {self.streams} streams, {self.makespan_ms:.3f} ms{speed}{peak}"
+        )
 
     @property
     def bound_ratio(self) -> float | None:
@@ -145,82 +170,76 @@ class PolicyRow:
         return d
 
 
+Runner = Callable[[str, Fusion], PolicyRun]
+
+
 def compare_policies(
     graph: Graph,
     policies: Sequence[str],
     ctx: ScheduleContext | None = None,
     *,
     memory: bool = True,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     schedules: Sequence[tuple[str, StreamSchedule]] = (),
     fusions: Sequence[str] | None = None,
+    runner: Runner | None = None,
 ) -> list[PolicyRow]:
     """Schedule, verify, simulate (and analyse memory) for each policy, the baseline first,
     under each fusion mode of ``fusions`` (default: ``ctx.fusion`` alone), mode by mode;
-    then one row per saved schedule in ``schedules`` (``(label, schedule)`` pairs).
+    then one row per saved schedule in ``schedules`` (``(label, schedule)`` pairs), each
+    run as its own fusion record says.
 
     A policy that fails on this graph (a search that cannot handle it, say) gives a row
     with ``error`` set instead of aborting the whole comparison. Every row carries the
     latency bound (``cost.bound.latency_bound``): no schedule of the graph is faster.
+    A row's speedup is over the baseline of the same fusion mode (for a saved schedule, of
+    the mode it was made with), when the baseline is among ``policies``. ``runner(policy,
+    mode)`` makes a policy's run (default: ``run_policy`` under ``ctx`` with that mode; a
+    ``Session`` passes its own, which caches runs and gives each policy its options).
     """
     ctx = ctx or DEFAULT_CONTEXT
+    modes = [Fusion.parse(m) for m in (fusions or [ctx.fusion])]
+    run_one: Runner = runner or (lambda policy, mode: run_policy(graph, policy, ctx.replace(fusion=mode)))
     bound_ms = latency_bound(graph, ctx.cost).bound_ms
     rows: list[PolicyRow] = []
-    ordered = (
-        list(dict.fromkeys([BASELINE_POLICY, *policies])) if BASELINE_POLICY in policies else list(policies)
-    )
-    for mode in fusions or [ctx.fusion]:
+    with_baseline = BASELINE_POLICY in policies
+    ordered = list(dict.fromkeys([BASELINE_POLICY, *policies])) if with_baseline else list(policies)
+    baselines: dict[Fusion, float | None] = {}
+    for mode in modes:
         mctx = ctx.replace(fusion=mode)
-        baseline_ms = None
+        baselines[mode] = None
         for policy in ordered:
             t0 = time.perf_counter()
             try:
-                run = run_policy(graph, policy, mctx)
+                run = run_one(policy, mode)
             except StreamplanError as e:
+                error = e.short().splitlines()[0]
                 rows.append(
                     PolicyRow(
-                        policy=policy,
-                        fusion=mode,
-                        search_time_s=time.perf_counter() - t0,
-                        error=e.short().splitlines()[0],
-                        bound_ms=bound_ms,
+                        policy, mode, search_time_s=time.perf_counter() - t0, error=error, bound_ms=bound_ms
                     )
                 )
                 continue
             if policy == BASELINE_POLICY:
-                baseline_ms = run.timeline.makespan_ms
-            rows.append(
-                _row(
-                    graph,
-                    policy,
-                    run,
-                    mctx,
-                    memory,
-                    includes,
-                    baseline_ms,
-                    time.perf_counter() - t0,
-                    bound_ms,
-                )
-            )
-        if mode == ctx.fusion:
-            saved_baseline_ms = baseline_ms
+                baselines[mode] = run.timeline.makespan_ms
+            elapsed = time.perf_counter() - t0
+            rows.append(_row(graph, policy, run, mctx, memory, includes, baselines[mode], elapsed, bound_ms))
     for label, schedule in schedules:
         t0 = time.perf_counter()
+        mode = schedule.fusion_mode
+        if with_baseline and mode not in baselines:  # the baseline of the kernels the schedule runs
+            baselines[mode] = _makespan_or_none(run_one, mode)
         run = run_schedule(graph, schedule, ctx)
-        rows.append(
-            _row(
-                graph,
-                label,
-                run,
-                ctx,
-                memory,
-                includes,
-                saved_baseline_ms,
-                time.perf_counter() - t0,
-                bound_ms,
-            )
-        )
+        elapsed = time.perf_counter() - t0
+        rows.append(_row(graph, label, run, ctx, memory, includes, baselines.get(mode), elapsed, bound_ms))
     return rows
+
+
+def _makespan_or_none(run_one: Runner, mode: Fusion) -> float | None:
+    try:
+        return run_one(BASELINE_POLICY, mode).timeline.makespan_ms
+    except StreamplanError:
+        return None
 
 
 def _row(
@@ -229,7 +248,7 @@ def _row(
     run: PolicyRun,
     ctx: ScheduleContext,
     memory: bool,
-    includes: MemoryOptions,
+    includes: Includes,
     baseline_ms: float | None,
     elapsed_s: float,
     bound_ms: float | None,
@@ -244,8 +263,7 @@ def _row(
             g,
             sched,
             timeline=timeline,
-            include_inputs=includes.include_inputs,
-            include_params=includes.include_params,
+            includes=includes,
             time_limit_s=ctx.time_limit_s,
             progress=_prefixed(ctx, label),
         )
@@ -287,11 +305,36 @@ def _prefixed(ctx: ScheduleContext, label: str):
 
 @dataclass(frozen=True)
 class MemoryCurve:
-    """One policy's run with its live memory over simulated time and its worst-case peak."""
+    """One policy's run with its live memory over simulated time and its worst-case peak
+    (in a notebook, drawn as an inline image)."""
 
     run: PolicyRun
     memory: SimulatedMemory
     worst_case: WorstCasePeak
+
+    def __str__(self) -> str:
+        wc = self.worst_case
+        worst = (
+            f"{wc.upper_bytes / MIB:.2f}"
+            if wc.exact
+            else f"[{wc.lower_bytes / MIB:.2f}, {wc.upper_bytes / MIB:.2f}]"
+        )
+        return (
+            f"{self.run.policy}: simulated peak {self.memory.peak_bytes / MIB:.2f} MiB at "
+            f"{self.memory.peak_ms:.3f} ms of {self.run.makespan_ms:.3f} ms; worst case {worst} MiB"
+        )
+
+    def _repr_html_(self) -> str:
+        samples = self.memory.samples
+        return curve_image([(self.run.policy, samples, self.worst_case.upper_bytes)], title=str(self))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "policy": self.run.policy,
+            "makespan_ms": self.run.makespan_ms,
+            "simulated": self.memory.to_dict(),
+            "worst_case": self.worst_case.to_dict(),
+        }
 
 
 def memory_curves(

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
+from streamplan.app.display import Shown
 from streamplan.codegen import Predictions, default_class_name, generate_module
 from streamplan.errors import UnsupportedError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators import replay
 from streamplan.memory.host_order import host_order_peak_bytes
@@ -18,7 +20,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 @dataclass(frozen=True)
-class GeneratedModule:
+class GeneratedModule(Shown):
     """The module's source, the class it defines, and what the header predicts."""
 
     source: str
@@ -28,6 +30,9 @@ class GeneratedModule:
     num_streams: int
     num_events: int
     predictions: Predictions
+
+    def __str__(self) -> str:
+        return self.source
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,7 +53,7 @@ def predict(graph: Graph, run: PolicyRun, ctx: ScheduleContext | None = None) ->
     s, tl = run.schedule, run.timeline
     ctx.progress("predicting memory", None, None)
     worst = worst_case_peak(graph, s, time_limit_s=ctx.time_limit_s)
-    alloc = replay(graph, s, "torch-cuda", timeline=tl, include_inputs=True, include_params=True)
+    alloc = replay(graph, s, "torch-cuda", timeline=tl, includes=EVERYTHING)
     return Predictions(
         device=ctx.cost.device_name,
         makespan_ms=tl.makespan_ms,

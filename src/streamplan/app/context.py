@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamplan.cost.measured import MeasuredCostModel
-from streamplan.cost.opcost import AnalyticCostModel, CostModel
+from streamplan.cost.opcost import CostModel
+from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS
 from streamplan.progress import ProgressFn, no_progress
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
+from streamplan.schedule.settings import Settings
 
 
 def cost_model(device: str = "v100", measured: str | None = None, *, cuda_graphs: bool = False) -> CostModel:
     """The analytic model of ``device``, or a measured table (a path) over it; with
-    ``cuda_graphs``, the schedule replayed as one captured CUDA graph."""
-    if measured:
-        return MeasuredCostModel(measured, fallback=AnalyticCostModel(device, cuda_graphs=cuda_graphs))
-    return AnalyticCostModel(device, cuda_graphs=cuda_graphs)
+    ``cuda_graphs``, the schedule replayed as one captured CUDA graph (``Settings.cost_model``)."""
+    return Settings(device=device, measured=measured, cuda_graphs=cuda_graphs).cost_model()
 
 
 def make_context(
@@ -32,16 +33,20 @@ def make_context(
 ) -> ScheduleContext:
     """A ``ScheduleContext`` on ``device``'s profile, or on a measured table over it (with
     ``cuda_graphs``: the schedule replayed as one CUDA graph), with the fusion mode
-    (``none``, ``first`` or ``stream-aware``) the application applies."""
-    return ScheduleContext(
+    (``none``, ``first`` or ``stream-aware``) the application applies: the context of
+    ``Settings`` with these fields (the budget counting what it says it counts)."""
+    settings = Settings(
+        device=device,
+        measured=measured,
+        cuda_graphs=cuda_graphs,
         max_streams=max_streams,
-        cost=cost_model(device, measured, cuda_graphs=cuda_graphs),
+        fusion=fusion,
+        includes=budget.includes if budget is not None else ACTIVATIONS,
         budget=budget,
         time_limit_s=time_limit_s,
         seed=seed,
-        progress=progress,
-        fusion=fusion,
     )
+    return settings.context(progress=progress)
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,13 @@ class MeasuredCoverage:
     misses: int
 
     @staticmethod
-    def of(cost: CostModel) -> MeasuredCoverage | None:
+    def of(cost: CostModel, graph: Graph) -> MeasuredCoverage | None:
+        """How much of ``graph`` (the graph simulated: the kernels, when fused) the table of
+        ``cost`` times; None when ``cost`` is no measured table."""
         if not isinstance(cost, MeasuredCostModel):
             return None
-        return MeasuredCoverage(cost.table.device, cost.fallback.device_name, cost.hits, cost.misses)
+        hits, misses = cost.coverage(graph)
+        return MeasuredCoverage(cost.table.device, cost.fallback.device_name, hits, misses)
 
     def to_dict(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses}

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRun, run_policy
+from streamplan.app.display import Shown
 from streamplan.app.fusion_note import FusionNote, fusion_note
 from streamplan.cost.bound import LatencyBound, latency_bound
 from streamplan.cost.opcost import AnalyticCostModel
@@ -123,7 +124,7 @@ class LatencyNote:
 
 
 @dataclass(frozen=True)
-class ExplainResult:
+class ExplainResult(Shown):
     """The peaks of one schedule explained (``explanation``), or compared with another's
     (``comparison``, whose ``other`` explains the chosen schedule), plus notes, and the
     latency part (``latency``): how close any schedule can get, and why. For a training
@@ -138,6 +139,19 @@ class ExplainResult:
     fusion: FusionNote | None = None  # when ops were fused before scheduling
     comm: CommPeakNote | None = None  # collective buffers at the peak held at host launch
     overlap: CommOverlap | None = None  # communication hidden behind compute on the timeline
+
+    def __str__(self) -> str:
+        lines = list(self.explanation.lines())
+        lines.append(self.simulated.text)
+        if self.serial_peak_note:
+            lines.append(f"note: {self.serial_peak_note}")
+        if self.latency is not None:
+            lt = self.latency
+            lines.append(
+                f"latency: {lt.policy} {lt.policy_ms:.3f} ms against sequential {lt.sequential_ms:.3f} ms "
+                f"({lt.speedup:.2f}x); no schedule beats {lt.bound.bound_ms:.3f} ms ({lt.max_speedup:.2f}x)"
+            )
+        return "\n".join(line for line in lines if line)
 
     def to_dict(self) -> dict[str, Any]:
         d = self.explanation.to_dict()

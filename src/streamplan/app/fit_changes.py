@@ -30,6 +30,7 @@ from typing import Any
 from streamplan.app.fit_memory import DevicePeak, device_peak, op_memory_for, out_of_memory, size_text
 from streamplan.errors import StreamplanError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.memory.allocators.report import AllocatorOOM
 
 GIB = 1 << 30
@@ -110,8 +111,7 @@ def run_worst_bytes(session: Any, run: Any) -> int:
     wc = worst_case_peak(
         graph,
         run.schedule,
-        include_inputs=True,
-        include_params=True,
+        includes=EVERYTHING,
         time_limit_s=session.settings.time_limit_s,
     )
     return wc.upper_bytes
@@ -121,7 +121,6 @@ def remat_change(session: Any, budget_bytes: int, device: Device) -> FitChange:
     """The fastest one-stream rematerialization plan whose peak fits ``budget_bytes``; when the
     allocator's rounding still pushes it over the device, once more under a budget lowered by
     the overshoot."""
-    from streamplan.app.analysis import MemoryOptions
     from streamplan.app.remat import plan_remat
 
     change = None
@@ -135,7 +134,7 @@ def remat_change(session: Any, budget_bytes: int, device: Device) -> FitChange:
                 budget_bytes,
                 policy="sequential",
                 ctx=session.context("sequential"),
-                includes=MemoryOptions(include_inputs=True, include_params=True),
+                includes=EVERYTHING,
             )
         except StreamplanError as e:  # nothing fits the budget: the message says how low plans go
             return FitChange("remat", summary, False, detail=e.message)

@@ -24,6 +24,7 @@ from typing import Any
 
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import training_step
 from streamplan.memory.allocators import OpMemory, replay
@@ -118,7 +119,7 @@ def device_peak(
 ) -> DevicePeak:
     """``schedule``'s reserved peak under the ``torch-cuda`` replay (no capacity limit) and its
     split by role at the host-order peak."""
-    live = liveness(graph, schedule, include_inputs=True, include_params=True)
+    live = liveness(graph, schedule, includes=EVERYTHING)
     trace = trace_from_liveness(live, schedule)
     names: tuple[str, ...] = ()
     op = None
@@ -131,8 +132,7 @@ def device_peak(
         schedule,
         "torch-cuda",
         timeline=timeline,
-        include_inputs=True,
-        include_params=True,
+        includes=EVERYTHING,
         live=live,
         op_memory=op_memory,
     )
@@ -169,8 +169,7 @@ def out_of_memory(
         schedule,
         "torch-cuda",
         timeline=timeline,
-        include_inputs=True,
-        include_params=True,
+        includes=EVERYTHING,
         op_memory=op_memory,
         device_memory_bytes=capacity_bytes,
     )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import html
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryOptions, PolicyRun
+from streamplan.app.analysis import PolicyRun
 from streamplan.app.context import MeasuredCoverage
+from streamplan.app.display import Shown, curve_image
 from streamplan.cost.measured import MeasuredCostModel
+from streamplan.ir.frozen import freeze
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.memory.allocators import MODELS, OpMemory, replay
 from streamplan.memory.allocators.report import AllocatorReport
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
@@ -18,7 +23,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 @dataclass(frozen=True)
-class MemoryAnalysis:
+class MemoryAnalysis(Shown):
     """One schedule's memory report, its host-order replays through every allocator model,
     and (with a measured table) how much of the simulation the table covered. For a training
     step, ``breakdown`` splits memory into parameters, gradients, optimizer state, saved
@@ -26,11 +31,29 @@ class MemoryAnalysis:
 
     run: PolicyRun
     report: MemoryReport
-    allocators: dict[str, AllocatorReport]
+    allocators: Mapping[str, AllocatorReport]
     measured: MeasuredCoverage | None
     op_memory: bool  # the torch-cuda replay includes measured op scratch and stream workspaces
     device: str
     breakdown: MemoryBreakdown | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocators", freeze(self.allocators))
+
+    def __str__(self) -> str:
+        lines = list(self.report.lines())
+        lines += [f"  {r}" for r in self.allocators.values()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        text = f"<pre>{html.escape(str(self))}</pre>"
+        sim = self.report.simulated
+        if sim is None:
+            return text
+        title = f"{self.report.graph} under {self.report.policy}: live memory over simulated time"
+        return text + curve_image(
+            [(self.report.policy, sim.samples, self.report.worst_case.upper_bytes)], title=title
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = self.report.to_dict()
@@ -52,7 +75,7 @@ def analyze_run_memory(
     run: PolicyRun,
     ctx: ScheduleContext | None = None,
     *,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     device_memory_bytes: int | None = None,
 ) -> MemoryAnalysis:
     """Every memory figure of ``run``'s schedule (on its kernels when it was fused); with a
@@ -63,21 +86,7 @@ def analyze_run_memory(
     cost = ctx.cost
     op_memory = OpMemory.from_table(graph, cost.table) if isinstance(cost, MeasuredCostModel) else None
     ctx.progress("memory figures", None, None)
-    live = liveness(
-        graph, run.schedule, include_inputs=includes.include_inputs, include_params=includes.include_params
-    )
-    report = analyze_memory(
-        graph,
-        run.schedule,
-        timeline=run.timeline,
-        include_inputs=includes.include_inputs,
-        include_params=includes.include_params,
-        device_memory_bytes=device_memory_bytes,
-        op_memory=op_memory,
-        time_limit_s=ctx.time_limit_s,
-        progress=ctx.progress,
-        live=live,
-    )
+    live = liveness(graph, run.schedule, includes=includes)
     allocators = {}
     for m in MODELS:
         ctx.progress(f"allocator replay: {m}", None, None)
@@ -86,17 +95,28 @@ def analyze_run_memory(
             run.schedule,
             m,
             timeline=run.timeline,
-            include_inputs=includes.include_inputs,
-            include_params=includes.include_params,
+            includes=includes,
             device_memory_bytes=device_memory_bytes if m == "torch-cuda" else None,
             op_memory=op_memory if m == "torch-cuda" else None,
             live=live,
         )
+    report = analyze_memory(
+        graph,
+        run.schedule,
+        timeline=run.timeline,
+        includes=includes,
+        device_memory_bytes=device_memory_bytes,
+        op_memory=op_memory,
+        time_limit_s=ctx.time_limit_s,
+        progress=ctx.progress,
+        live=live,
+        torch_cuda=allocators.get("torch-cuda"),  # the replay above: it is not run twice
+    )
     return MemoryAnalysis(
         run=run,
         report=report,
         allocators=allocators,
-        measured=MeasuredCoverage.of(cost),
+        measured=MeasuredCoverage.of(cost, graph),
         op_memory=op_memory is not None and not op_memory.empty,
         device=cost.device_name,
         breakdown=memory_breakdown(graph, run.schedule, report=report) if graph.is_training else None,

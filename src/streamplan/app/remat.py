@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryOptions
+from streamplan.app.display import Shown
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.liveness import Includes
 from streamplan.memory.worst_case import WorstCasePeak
 from streamplan.remat.search import DEFAULT_LEVELS, DEFAULT_ROUNDS, RematSearch, search
 from streamplan.remat.solvers import DEFAULT_SOLVER
@@ -17,7 +17,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 
 @dataclass(frozen=True)
-class RematPlan:
+class RematPlan(Shown):
     """The rewritten graph (recomputations are ordinary nodes marked ``recompute_of``), its
     schedule and timeline, and the figures that justify it.
 
@@ -48,8 +48,17 @@ class RematPlan:
     analyses: int
     search_time_s: float
     device: str
-    includes: MemoryOptions
+    includes: Includes
     max_streams: int = 0  # the stream cap the answer's schedule ran under
+
+    def __str__(self) -> str:
+        mib = 1 << 20
+        return (
+            f"{self.graph.name}: worst-case peak {self.worst_case_peak_bytes / mib:.2f} MiB within the budget "
+            f"{self.budget_bytes / mib:.2f} MiB (was {self.baseline_worst_case_peak_bytes / mib:.2f} MiB), "
+            f"{self.recomputed_ops} ops recomputed, {self.makespan_ms:.3f} ms "
+            f"(was {self.baseline_makespan_ms:.3f} ms) under {self.policy} ({self.solver})"
+        )
 
     @property
     def makespan_ms(self) -> float:
@@ -64,7 +73,7 @@ class RematPlan:
         return self.baseline_worst_case.upper_bytes
 
     @staticmethod
-    def of(result: RematSearch, device: str, includes: MemoryOptions) -> RematPlan:
+    def of(result: RematSearch, device: str, includes: Includes) -> RematPlan:
         c, b = result.chosen, result.baseline
         gap = c.solve.optimality_gap if c.solve is not None else None
         return RematPlan(
@@ -100,7 +109,7 @@ class RematPlan:
             "solver": self.solver,
             "joint": self.joint,
             "device": self.device,
-            "includes": self.includes.describe(),
+            "includes": self.includes.brief(),
             "budget_bytes": self.budget_bytes,
             "worst_case_peak_bytes": self.worst_case_peak_bytes,
             "worst_case_exact": self.worst_case.exact,
@@ -130,7 +139,7 @@ def plan_remat(
     policy: str = "asap",
     solver: str = DEFAULT_SOLVER,
     ctx: ScheduleContext | None = None,
-    includes: MemoryOptions = MemoryOptions(),
+    includes: Includes = ACTIVATIONS,
     joint: bool = True,
     levels: int = DEFAULT_LEVELS,
     rounds: int = DEFAULT_ROUNDS,
@@ -151,7 +160,7 @@ def plan_remat(
         policy=policy,
         solver=solver,
         ctx=ctx,
-        includes=Includes(includes.include_inputs, includes.include_params),
+        includes=includes,
         levels=levels,
         rounds=rounds,
         joint=joint,

@@ -16,19 +16,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryOptions, PolicyRow, PolicyRun, run_policy
+from streamplan.app.analysis import PolicyRow, PolicyRun, run_policy
+from streamplan.app.display import Shown
 from streamplan.app.explain import ExplainResult, explain_run
 from streamplan.budget.pareto import DEFAULT_POINTS, ParetoFront, pareto_front
+from streamplan.cost.opcost import CostModel
 from streamplan.errors import StreamplanError
 from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
 from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
-from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.schedule import Fusion, StreamSchedule
 from streamplan.ir.training import training_step
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
 from streamplan.memory.report import MemoryReport, analyze_memory
-from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
+from streamplan.progress import ProgressFn, no_progress
+from streamplan.schedule.context import MemoryBudget, ScheduleContext
 from streamplan.schedule.registry import BASELINE_POLICY
+from streamplan.schedule.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,7 @@ class PolicyReport:
 
 
 @dataclass(frozen=True)
-class ModelReport:
+class ModelReport(Shown):
     """The model, where it was costed, one ``PolicyReport`` per policy (baseline first), and
     the Pareto front (None when not asked for, or when the search failed: ``pareto_error``)."""
 
@@ -95,6 +99,21 @@ class ModelReport:
     fusion: str = "none"
     pareto: ParetoFront | None = None
     pareto_error: str | None = None
+
+    def __str__(self) -> str:
+        lines = [f"report of {self.model} on {self.device} ({self.includes}; fusion {self.fusion}):"]
+        for p in self.policies:
+            r = p.row
+            if r.error:
+                lines.append(f"  {r.policy:<12} failed: {r.error}")
+            else:
+                peak = r.memory.worst_case.upper_bytes / (1 << 20) if r.memory is not None else float("nan")
+                lines.append(
+                    f"  {r.policy:<12} {r.streams:>2} streams  {r.makespan_ms:9.3f} ms  {peak:10.2f} MiB"
+                )
+        if self.pareto is not None:
+            lines.append(f"  Pareto front: {len(self.pareto.points)} budgets")
+        return "\n".join(lines)
 
     @property
     def training(self) -> str | None:
@@ -144,18 +163,23 @@ def timeline_ops(graph: Graph, run: PolicyRun) -> tuple[TimelineOp, ...]:
 def report_model(
     graph: Graph,
     policies: Sequence[str],
-    ctx: ScheduleContext | None = None,
+    settings: Settings | None = None,
     *,
+    cost: CostModel | None = None,
+    progress: ProgressFn = no_progress,
     model: str | None = None,
-    includes: MemoryOptions = MemoryOptions(),
     explain: bool = True,
     pareto_points: int = DEFAULT_POINTS,
 ) -> ModelReport:
     """Schedule, simulate and analyse ``graph`` under each policy (the baseline first, when
-    asked for), fused as ``ctx.fusion`` says; explain each policy's peaks against the
-    baseline's; and find the Pareto front of budgeted schedules on ``pareto_points`` budgets
-    (0: none; each budget's search takes up to ``ctx.time_limit_s``)."""
-    ctx = ctx or DEFAULT_CONTEXT
+    asked for) under ``settings`` (fused as they say, memory counting their ``includes``);
+    explain each policy's peaks against the baseline's; and find the Pareto front of budgeted
+    schedules on ``pareto_points`` budgets (0: none; each budget's search takes up to the
+    settings' time limit). ``cost``: the settings' cost model when the caller has it."""
+    settings = settings if settings is not None else Settings()
+    includes = settings.includes
+    cost = cost if cost is not None else settings.cost_model()
+    ctx = settings.context(cost=cost, progress=progress)
     ordered = (
         list(dict.fromkeys([BASELINE_POLICY, *policies])) if BASELINE_POLICY in policies else list(policies)
     )
@@ -164,7 +188,7 @@ def report_model(
     for policy in ordered:
         t0 = time.perf_counter()
         try:
-            run = run_policy(graph, policy, ctx)
+            run = run_policy(graph, policy, settings.context(policy, cost=cost, progress=progress))
         except StreamplanError as e:
             row = PolicyRow(
                 policy=policy, search_time_s=time.perf_counter() - t0, error=e.short().splitlines()[0]
@@ -179,8 +203,7 @@ def report_model(
             g,
             run.schedule,
             timeline=run.timeline,
-            include_inputs=includes.include_inputs,
-            include_params=includes.include_params,
+            includes=includes,
             time_limit_s=ctx.time_limit_s,
         )
         explanation = None
@@ -201,18 +224,17 @@ def report_model(
     front, front_error = None, None
     if pareto_points > 0:
         ctx.progress("pareto front", None, None)
-        budget = MemoryBudget(
-            limit_bytes=0, includes_inputs=includes.include_inputs, includes_params=includes.include_params
-        )
+        budget = MemoryBudget(limit_bytes=0, includes=includes)
         try:  # of the ops as captured: the budget search schedules ops, not kernels
-            front = pareto_front(graph, ctx.replace(fusion="none"), points=pareto_points, budget=budget)
+            pctx = settings.replace(fusion=Fusion.NONE).context("budget", cost=cost, progress=progress)
+            front = pareto_front(graph, pctx, points=pareto_points, budget=budget)
         except StreamplanError as e:
             front_error = e.short().splitlines()[0]
     return ModelReport(
         model or graph.name,
         graph,
         ctx.cost.device_name,
-        includes.describe(),
+        includes.brief(),
         tuple(reports),
         fusion=ctx.fusion,
         pareto=front,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.app.display import Shown
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError
-from streamplan.fusion.plan import fusion_mode, is_fused
 from streamplan.fusion.transform import kernel_count
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import training_step
 from streamplan.memory.worst_case import WorstCasePeak
@@ -30,6 +31,28 @@ def profile_for(target: str) -> str:
         if family in name:
             return family
     return "h100"
+
+
+def check_run(target: str, *, cuda_graphs: bool = False, trace: bool = False) -> None:
+    """Refuse a run that cannot happen, before any capture: a profile named as the target, an
+    unknown target or CUDA where there is none, CUDA graphs off the GPU, a per-op trace off the
+    CPU runtime."""
+    from streamplan.cost.devices import DEVICES
+
+    if target in DEVICES and target not in TARGETS:
+        raise ModelSpecError(
+            f"--on takes where to execute, not a profile: {target!r}", hint="use --on cpu or --on cuda"
+        )
+    check_target(target)
+    if cuda_graphs and target != "cuda":
+        raise ModelSpecError(
+            "CUDA graphs are captured on a GPU only", hint="use --on cuda, or drop --cuda-graphs"
+        )
+    if trace and target != "cpu":
+        raise ModelSpecError(
+            "--trace records per-op times on the CPU runtime only",
+            hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
+        )
 
 
 def check_target(target: str) -> None:
@@ -59,7 +82,7 @@ class CudaPrediction:
 
 
 @dataclass(frozen=True)
-class RunReport:
+class RunReport(Shown):
     """A real run (outputs vs eager, measured time and memory) beside the predictions."""
 
     comparison: Any  # runtime.Comparison (typed loosely: this module must not import torch)
@@ -71,18 +94,28 @@ class RunReport:
     cuda: CudaPrediction | None
     predicted_tracked_peak_bytes: int | None
 
+    def __str__(self) -> str:
+        c = self.comparison
+        verdict = "match" if c.matches_eager else "DIFFER from"
+        return (
+            f"{self.graph.name} / {self.schedule.policy} on {c.device}: outputs {verdict} {c.reference} "
+            f"(max relative error {c.max_rel_error:.2e}); measured {c.measured_ms:.3f} ms, predicted "
+            f"{self.simulated.makespan_ms:.3f} ms ({self.profile} profile); measured peak "
+            f"{c.measured_peak_bytes / (1 << 20):.2f} MiB, predicted {self.simulated_peak_bytes / (1 << 20):.2f} MiB"
+        )
+
     @property
     def schedule(self) -> StreamSchedule:
         return self.comparison.schedule
 
     @property
     def fusion_mode(self) -> str:
-        return fusion_mode(self.schedule)
+        return self.schedule.fusion_mode.value
 
     @property
     def fused(self) -> bool:
         """Whether the run executed fused kernels."""
-        return is_fused(self.schedule)
+        return self.schedule.fusion is not None
 
     @property
     def kernels(self) -> int:
@@ -217,8 +250,7 @@ def run_model(
             cmp.schedule,
             "torch-cuda",
             timeline=tl,
-            include_inputs=True,
-            include_params=True,
+            includes=EVERYTHING,
             op_memory=_op_memory(graph, cmp),
         )
         cuda = CudaPrediction(tc.allocated_peak_bytes, tc.reserved_peak_bytes, tc.op_memory)

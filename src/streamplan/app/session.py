@@ -11,90 +11,53 @@ under other settings, sharing the caches::
     s = streamplan.analyze("seed-example2", device="h100")
     print(s.compare(["sequential", "asap"]))
     print(s.explain("asap", vs="sequential"))
+
+The rules a command used to apply itself live here, so a Python user gets them too: a
+saved schedule is checked against the graph (``load_schedule``: refused when made for
+another graph or fusion mode, a note when made for another batch), a budget needs a
+policy that reads one (``Settings.check_policies``), and what capturing the model had to
+assume is in ``notes`` rather than printed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from streamplan.app.analysis import MemoryCurve, MemoryOptions, PolicyRow, PolicyRun, compare_policies
+from streamplan.app.analysis import MemoryCurve, PolicyRun, compare_policies
 from streamplan.app.analysis import memory_curve as _memory_curve
 from streamplan.app.analysis import run_policy as _run_policy
 from streamplan.app.analysis import run_schedule as _run_schedule
+from streamplan.app.comparison import Comparison
 from streamplan.app.explain import ExplainResult, explain_run
 from streamplan.app.fusion_note import fusion_note
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
-from streamplan.app.training import TrainingAnswer, training_answer
+from streamplan.app.saved import LoadedSchedule, ScheduleCheck, check_saved, load_saved
+from streamplan.app.training import training_answer
 from streamplan.cost.opcost import CostModel
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ModelSpecError, ScheduleError
 from streamplan.ir.graph import Graph
-from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.schedule import Fusion, StreamSchedule
 from streamplan.progress import ProgressFn, no_progress
-from streamplan.schedule.context import ScheduleContext
+from streamplan.schedule.context import MemoryBudget, ScheduleContext
 from streamplan.schedule.registry import BASELINE_POLICY
 from streamplan.schedule.settings import Settings
 
 DEFAULT_POLICIES: tuple[str, ...] = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
 
-
-@dataclass(frozen=True)
-class LoadedSchedule:
-    """A saved schedule checked against the session's graph: its run, and the notes the check
-    made (made for another batch of the same graph, say)."""
-
-    run: PolicyRun
-    notes: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Every policy's row on one graph under one ``Settings`` (the ``compare`` command's result);
-    for a training step, ``answer`` says whether and where each policy raises the peak."""
-
-    model: str
-    settings: Settings
-    rows: tuple[PolicyRow, ...]
-    answer: TrainingAnswer | None = None
-
-    def row(self, policy: str) -> PolicyRow:
-        """The row of ``policy`` (``KeyError`` when it was not compared)."""
-        for r in self.rows:
-            if r.policy == policy:
-                return r
-        raise KeyError(policy)
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"model": self.model, "rows": [r.to_dict() for r in self.rows]}
-        if self.answer is not None:
-            d["answer"] = self.answer.to_dict()
-        return d
-
-    def __str__(self) -> str:
-        lines = [f"{self.model} on {self.settings.device}: policy, streams, makespan, worst-case peak"]
-        for r in self.rows:
-            if r.error:
-                lines.append(f"  {r.policy:<12} failed: {r.error}")
-                continue
-            wc = r.memory.worst_case.upper_bytes / (1 << 20) if r.memory is not None else float("nan")
-            speed = f" ({r.speedup:.2f}x)" if r.speedup else ""
-            lines.append(
-                f"  {r.policy:<12} {r.streams:>2} streams  {r.makespan_ms:9.3f} ms{speed}  {wc:10.2f} MiB"
-            )
-        if self.answer is not None:
-            lines += [f"  {line}" for line in self.answer.lines]
-        return "\n".join(lines)
+__all__ = ["DEFAULT_POLICIES", "Comparison", "LoadedSchedule", "ScheduleCheck", "Session", "analyze"]
 
 
 class Session:
     """A graph under ``Settings``, with the verbs of every analysis and cached results.
 
     ``source`` is what the graph was made from (a ``ModelRequest``, ``(module, inputs)``, or
-    ``(TrainingProblem, optimizer)`` for a module's training step): what
-    ``run`` executes for real and compares with eager PyTorch. ``progress`` is called with
-    each step of long work (``streamplan.progress``).
+    ``(TrainingProblem, optimizer)`` for a module's training step): what ``run`` executes for
+    real and compares with eager PyTorch. ``progress`` is called with each step of long work
+    (``streamplan.progress``). ``notes`` say what making the graph had to assume (a training
+    step's loss defaulting to the sum of the outputs, say).
     """
 
     def __init__(
@@ -104,12 +67,14 @@ class Session:
         *,
         source: Any = None,
         progress: ProgressFn = no_progress,
+        notes: Sequence[str] = (),
         _shared: dict[str, dict] | None = None,
     ):
         self.graph = graph
         self.settings = settings if settings is not None else Settings()
         self.source = source
         self.progress = progress
+        self.notes = tuple(notes)
         # caches shared by every session on this graph (with_settings): keyed by settings
         self._shared = _shared if _shared is not None else {"cost": {}, "runs": {}, "memory": {}}
 
@@ -121,7 +86,14 @@ class Session:
     def with_settings(self, settings: Settings | None = None, **changes: Any) -> Session:
         """A session on the same graph under ``settings`` (or these settings with ``changes``)."""
         new = (settings or self.settings).replace(**changes) if changes else (settings or self.settings)
-        return Session(self.graph, new, source=self.source, progress=self.progress, _shared=self._shared)
+        return Session(
+            self.graph,
+            new,
+            source=self.source,
+            progress=self.progress,
+            notes=self.notes,
+            _shared=self._shared,
+        )
 
     @property
     def cost(self) -> CostModel:
@@ -136,6 +108,10 @@ class Session:
     def context(self, policy: str | None = None) -> ScheduleContext:
         """The scheduling context these settings give ``policy`` (on the session's cost model)."""
         return self.settings.context(policy, cost=self.cost, progress=self.progress)
+
+    def check_policies(self, policies: Sequence[str]) -> tuple[str, ...]:
+        """``policies`` checked under these settings (``Settings.check_policies``)."""
+        return self.settings.check_policies(policies)
 
     # -- schedules ----------------------------------------------------------------------
 
@@ -152,40 +128,30 @@ class Session:
         rebuilds) and simulated."""
         return _run_schedule(self.graph, schedule, self.context())
 
-    def load_schedule(self, path: str) -> LoadedSchedule:
+    def load_schedule(self, path: str, *, any_fusion: bool = False) -> LoadedSchedule:
         """A saved schedule (``streamplan schedule -o FILE``) checked against this graph: made
         for another graph and not fitting it is a ``ScheduleError``; made for another batch of
         the same ops, a note. A schedule runs the kernels it was made for, so settings whose
-        fusion disagrees with its record are refused rather than ignored."""
-        from streamplan.fusion.plan import fuses, fusion_mode
-        from streamplan.ir.fingerprint import fingerprint_mismatch
-        from streamplan.ir.schedule import structure_problems
+        fusion disagrees with its record are refused rather than ignored (``any_fusion``: each
+        schedule keeps its own, as in a comparison)."""
+        return load_saved(
+            self.graph, path, self.context(), fusion=self.settings.fusion, any_fusion=any_fusion
+        )
 
-        s = StreamSchedule.load(path)
-        made, wanted = fusion_mode(s), self.settings.fusion
-        if fuses(wanted) and made != wanted:
-            raise ScheduleError(
-                f"the schedule was made with --fusion {made}, not {wanted}",
-                where=path,
-                hint=f"a saved schedule keeps its own fusion: drop --fusion, or save one with --fusion {wanted}",
-            )
-        notes: list[str] = []
-        mismatch = fingerprint_mismatch(s.meta, self.graph)
-        if mismatch is not None:
-            if structure_problems(self.graph, s):
-                raise ScheduleError(
-                    mismatch, where=path, hint="make a schedule for this model with `streamplan schedule`"
-                )
-            notes.append(f"{mismatch}; its ops are the same, so it is used as it is")
-        return LoadedSchedule(self.run_of(s), tuple(notes))
+    def verify(self, path: str) -> ScheduleCheck:
+        """Every problem of the saved schedule in ``path`` on this graph (``valid`` when none)."""
+        self.progress("verifying", None, None)
+        return check_saved(self.graph, path)
 
-    def _run(self, run: PolicyRun | str) -> PolicyRun:
+    def _run(self, run: PolicyRun | LoadedSchedule | str) -> PolicyRun:
+        if isinstance(run, LoadedSchedule):
+            return run.run
         return self.schedule(run) if isinstance(run, str) else run
 
     # -- analyses -----------------------------------------------------------------------
 
-    def simulate(self, run: PolicyRun | str) -> Timeline:
-        """The simulated timeline of ``run`` (a policy's name or a run)."""
+    def simulate(self, run: PolicyRun | LoadedSchedule | str) -> Timeline:
+        """The simulated timeline of ``run`` (a policy's name, a run or a loaded schedule)."""
         return self._run(run).timeline
 
     def compare(
@@ -193,72 +159,85 @@ class Session:
         policies: Sequence[str] = DEFAULT_POLICIES,
         *,
         memory: bool = True,
-        schedules: Sequence[tuple[str, StreamSchedule]] = (),
+        schedules: Sequence[tuple[str, StreamSchedule] | LoadedSchedule] = (),
+        fusions: Sequence[Fusion | str] | None = None,
     ) -> Comparison:
-        """Every policy's row (the baseline first), then one row per saved schedule; a rank
+        """Every policy's row (the baseline first) under each fusion mode of ``fusions`` (default:
+        the settings' own), then one row per saved schedule (``(label, schedule)`` or a loaded
+        schedule: each runs the kernels it was made for, whatever ``fusions`` says). A rank
         program (``parallel=``) is also scheduled with ``overlap`` unless ``policies`` say
         otherwise."""
         if policies is DEFAULT_POLICIES and "parallel" in self.graph.meta:
             policies = (*policies, "overlap")
+        pairs = [(s.path, s.run.schedule) if isinstance(s, LoadedSchedule) else s for s in schedules]
+        notes = tuple(n for s in schedules if isinstance(s, LoadedSchedule) for n in s.notes)
         rows = compare_policies(
             self.graph,
-            list(policies),
-            self.settings.context(cost=self.cost, progress=self.progress),
+            self.check_policies(policies),
+            self.context(),
             memory=memory,
-            includes=self._memory_options(),
-            schedules=schedules,
+            includes=self.settings.includes,
+            schedules=pairs,
+            fusions=fusions,
+            runner=lambda policy, mode: self.with_settings(fusion=mode).schedule(policy),
         )
         answer = training_answer(rows) if self.graph.is_training and memory else None
-        return Comparison(self.graph.name, self.settings, tuple(rows), answer)
+        return Comparison(self.graph.name, self.settings, tuple(rows), answer, notes)
 
-    def memory(self, run: PolicyRun | str) -> MemoryAnalysis:
+    def memory(self, run: PolicyRun | LoadedSchedule | str) -> MemoryAnalysis:
         """Every memory figure of ``run`` with the allocator replays (cached per run)."""
         run = self._run(run)
-        key = (run.schedule, run.fusion_mode, self.settings)
+        key = (run.schedule, self.settings)
         cache = self._shared["memory"]
         if key not in cache:
             cache[key] = analyze_run_memory(
                 self.graph,
                 run,
                 self.context(),
-                includes=self._memory_options(),
+                includes=self.settings.includes,
                 device_memory_bytes=self.settings.device_memory_bytes,
             )
         return cache[key]
 
-    def explain(self, run: PolicyRun | str, *, vs: PolicyRun | str | None = BASELINE_POLICY) -> ExplainResult:
-        """Which tensors set ``run``'s peaks; with ``vs``, what made more of them coexist than
-        under that schedule of the same kernels."""
-        import dataclasses
-
+    def explain(
+        self,
+        run: PolicyRun | LoadedSchedule | str,
+        *,
+        vs: PolicyRun | LoadedSchedule | str | None = BASELINE_POLICY,
+    ) -> ExplainResult:
+        """Which tensors set ``run``'s peaks; with ``vs`` (a policy, or a schedule in hand), what
+        made more of them coexist than under that schedule of the same kernels. A policy's run
+        also says what fusion did to its parallelism."""
         from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
 
         run = self._run(run)
         ctx = self.context()
         base = None
-        if isinstance(vs, PolicyRun):
-            base = vs.schedule
+        if isinstance(vs, (PolicyRun, LoadedSchedule)):
+            base = self._run(vs).schedule
         elif vs and vs != run.policy:
             planned = FusedSchedule(run.scheduled_graph(self.graph), run.schedule, run.fusion)
             base = schedule_same_kernels(self.graph, planned, vs, self.context(vs))
         result = explain_run(self.graph, run, ctx, vs_schedule=base)
+        if run.saved:  # a schedule in hand: no policy to say what fusing would have changed
+            return result
         return dataclasses.replace(result, fusion=fusion_note(self.graph, run, ctx))
 
-    def curve(self, run: PolicyRun | str) -> MemoryCurve:
-        """``run``'s live memory over simulated time and its worst-case peak (what ``plot`` draws)."""
+    def curve(self, run: PolicyRun | LoadedSchedule | str) -> MemoryCurve:
+        """``run``'s live memory over simulated time and its worst-case peak (what ``plot`` draws;
+        in a notebook, an inline image)."""
         return _memory_curve(self.graph, self._run(run), self.context())
 
-    def pareto(self, *, points: int | None = None):
-        """The latency/memory front of budgeted schedules, with every fixed policy for reference."""
+    def pareto(self, *, points: int | None = None, figure: str | None = None):
+        """The latency/memory front of budgeted schedules, with every fixed policy for reference
+        (``figure``: what is budgeted, ``worst_case`` or ``arena``; default: the settings'
+        budget's figure, else the worst case)."""
         from streamplan.app.budget import pareto_front
         from streamplan.budget.pareto import DEFAULT_POINTS
-        from streamplan.schedule.context import MemoryBudget
 
-        figure = self.settings.budget.figure if self.settings.budget is not None else "worst_case"
-        inc = self.settings.includes
-        budget = MemoryBudget(
-            limit_bytes=0, figure=figure, includes_inputs=inc.inputs, includes_params=inc.params
-        )
+        if figure is None:
+            figure = self.settings.budget.figure if self.settings.budget is not None else "worst_case"
+        budget = MemoryBudget(limit_bytes=0, figure=figure, includes=self.settings.includes)  # type: ignore[arg-type]
         return pareto_front(
             self.graph,
             self.context("budget"),
@@ -266,17 +245,18 @@ class Session:
             budget=budget,
         )
 
-    def remat(self, budget: str | int, *, policy: str = "asap", **options: Any):
+    def remat(self, budget: str | int | MemoryBudget, *, policy: str = "asap", **options: Any):
         """The fastest rematerialization plan and ``policy`` schedule whose worst case fits
-        ``budget`` (``streamplan.units`` grammar; ``0.5x`` is half today's worst case)."""
+        ``budget`` (``MemoryBudget.parse`` grammar; ``0.5x`` is half today's worst case).
+        ``options``: ``solver``, ``joint``, ``levels``, ``rounds``, ``policy_time_limit_s``."""
         from streamplan.app.remat import plan_remat
 
         return plan_remat(
             self.graph,
-            budget,
+            MemoryBudget.parse(budget),
             policy=policy,
             ctx=self.context(policy),
-            includes=self._memory_options(),
+            includes=self.settings.includes,
             **options,
         )
 
@@ -289,12 +269,13 @@ class Session:
 
         return fit_session(self, search_batch=search_batch)
 
-    def codegen(self, run: PolicyRun | str, *, class_name: str | None = None):
+    def codegen(self, run: PolicyRun | LoadedSchedule | str, *, class_name: str | None = None):
         """``run`` written as a self-contained, torch-only Python module."""
         from streamplan.app.codegen import codegen_run
 
-        model = self._spec()
-        return codegen_run(self.graph, self._run(run), self.context(), model=model, class_name=class_name)
+        return codegen_run(
+            self.graph, self._run(run), self.context(), model=self._spec(), class_name=class_name
+        )
 
     def report(
         self, policies: Sequence[str] = DEFAULT_POLICIES, *, explain: bool = True, pareto_points: int = 0
@@ -304,17 +285,18 @@ class Session:
 
         return report_model(
             self.graph,
-            list(policies),
-            self.settings.context(cost=self.cost, progress=self.progress),
+            list(self.check_policies(policies)),
+            self.settings,
+            cost=self.cost,
+            progress=self.progress,
             model=self._spec() or self.graph.name,
-            includes=self._memory_options(),
             explain=explain,
             pareto_points=pareto_points,
         )
 
     def run(
         self,
-        run: PolicyRun | str = "asap",
+        run: PolicyRun | LoadedSchedule | str = "asap",
         *,
         on: str = "cpu",
         chaos: bool = False,
@@ -322,16 +304,22 @@ class Session:
         seed: int = 0,
     ):
         """Execute ``run``'s schedule for real on ``on`` (``cpu`` or ``cuda``), compare its outputs
-        with eager PyTorch and its measurements with the predictions."""
+        with eager PyTorch and its measurements with the predictions. A rank program (a model
+        spec with ``parallel=``) runs as one gloo process per rank on the CPU, compared with one
+        eager step of the whole module on the whole batch (``app.parallel``)."""
         from streamplan.app.run import run_model
         from streamplan.frontends.training import TrainingProblem
         from streamplan.models import ModelRequest
 
+        if isinstance(self.source, ModelRequest) and self.source.parallel is not None:
+            return self._run_ranks(run, on=on, chaos=chaos, repeat=repeat, seed=seed)
         if self.source is None:
             raise ModelSpecError(
                 f"{self.graph.name}: a session on a graph alone has no model to run",
                 hint="analyze a model spec or a torch.nn.Module to run it",
             )
+        if isinstance(run, LoadedSchedule):
+            run = run.run
         schedule = None if isinstance(run, str) else run.schedule
         policy = run if isinstance(run, str) else run.policy
         model, batch, train, optimizer = self.source, None, False, "none"
@@ -355,15 +343,64 @@ class Session:
             optimizer=optimizer,
         )
 
+    def _run_ranks(
+        self, run: PolicyRun | LoadedSchedule | str, *, on: str, chaos: bool, repeat: int, seed: int
+    ):
+        from streamplan.app.parallel import run_parallel
+
+        if on != "cpu":
+            raise ModelSpecError(
+                "a parallel plan runs its ranks as CPU processes over gloo",
+                hint="run on cpu (NCCL ranks on GPUs are not launched by streamplan)",
+            )
+        if not isinstance(run, str):
+            raise ModelSpecError(
+                "a rank program is run under a policy, not a saved schedule",
+                hint="name the policy (overlap, the default for rank programs)",
+            )
+        r = self.source
+        return run_parallel(
+            r.spec,
+            r.parallel,
+            batch=r.batch,
+            optimizer=r.optimizer,
+            policy=run,
+            ctx=self.context(run),
+            repeat=repeat,
+            chaos=chaos,
+            seed=seed,
+        )
+
+    def plan_knobs(self, *, budget: str | int | None = None):
+        """For a rank program: the plan's knobs (prefetch, in-flight limit, reshard,
+        ``record_stream``, buckets) whose worst-case allocator peak fits ``budget`` (bytes per
+        rank) with the fastest simulated step, and the Pareto front over the knobs
+        (``budget.knobs``)."""
+        import dataclasses
+
+        from streamplan.budget.knobs import prescribe
+        from streamplan.cache import CaptureCache
+        from streamplan.models import ModelRequest
+        from streamplan.units import parse_bytes
+
+        if not isinstance(self.source, ModelRequest) or self.source.parallel is None:
+            raise ModelSpecError(
+                f"{self.graph.name} is not a rank program: there are no knobs to choose",
+                hint="analyze a model spec with train=True and parallel='fsdp=8' (or ddp=8)",
+            )
+        budget_bytes = None if budget is None else parse_bytes(budget, what="memory budget")
+        step = dataclasses.replace(self.source, parallel=None).load(
+            cache=CaptureCache(), progress=self.progress
+        )
+        return prescribe(
+            step, self.source.parallel, budget_bytes=budget_bytes, ctx=self.context(), progress=self.progress
+        )
+
     def _spec(self) -> str | None:
         """The model spec the graph was made from (None for a module or a graph)."""
         from streamplan.models import ModelRequest
 
         return self.source.spec if isinstance(self.source, ModelRequest) else None
-
-    def _memory_options(self) -> MemoryOptions:
-        inc = self.settings.includes
-        return MemoryOptions(include_inputs=inc.inputs, include_params=inc.params)
 
 
 def analyze(
@@ -401,6 +438,11 @@ def analyze(
     if settings is not None and setting_fields:
         raise ScheduleError("give either settings= or setting fields, not both")
     settings = settings if settings is not None else Settings(**setting_fields)
+    if optimizer != "none" and not train:
+        raise ModelSpecError(
+            f"optimizer {optimizer!r} needs --train (train=True): it updates a training step",
+            hint="add --train (train=True), or drop the optimizer",
+        )
     if isinstance(model, Graph):
         if parallel is not None:
             from streamplan.parallel import rank_program
@@ -421,8 +463,6 @@ def analyze(
             raise ModelSpecError(
                 f"{model}: a model spec makes its own example inputs", hint="drop example_inputs"
             )
-        if optimizer != "none" and not train:
-            raise ModelSpecError(f"optimizer={optimizer!r} needs train=True", hint="add train=True")
         request = ModelRequest(
             model,
             batch=batch,
@@ -434,7 +474,7 @@ def analyze(
             parallel=parallel,
         )
         graph = request.load(cache=CaptureCache() if cache else None, progress=progress)
-        return Session(graph, settings, source=request, progress=progress)
+        return Session(graph, settings, source=request, progress=progress, notes=_capture_notes(model, graph))
     if parallel is not None and not train:
         raise ModelSpecError("a parallel plan splits a training step over ranks", hint="add train=True")
     if example_inputs is None:
@@ -467,3 +507,13 @@ def analyze(
 
     graph = capture(model, tuple(inputs), name=name)
     return Session(graph, settings, source=(model, tuple(inputs)), progress=progress)
+
+
+def _capture_notes(spec: str, graph: Graph) -> tuple[str, ...]:
+    """What capturing ``spec`` had to assume: a training step with no loss function of its own."""
+    from streamplan.ir.training import training_step
+
+    step = training_step(graph)
+    if step is not None and step.loss_is_default:
+        return (f"{spec} gives no loss function: the loss is {step.loss_fn}",)
+    return ()

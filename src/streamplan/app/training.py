@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from streamplan.app.analysis import PolicyRow
+from streamplan.ir.frozen import freeze
 from streamplan.ir.graph import Graph
 from streamplan.ir.training import training_step
 from streamplan.memory.breakdown import MemoryBreakdown, memory_breakdown
@@ -24,18 +25,32 @@ def step_breakdown(graph: Graph) -> MemoryBreakdown:
     return memory_breakdown(graph, schedule)
 
 
-def describe_step(graph: Graph) -> dict[str, Any]:
-    """What ``show`` says about a training step: the loss, the optimizer, the breakdown."""
+@dataclass(frozen=True)
+class StepSummary:
+    """What ``show`` says about a training step: its loss, its optimizer update, and its memory
+    by category (every storage, and the peak in the graph's own order)."""
+
+    loss: str
+    loss_is_default: bool
+    optimizer: str
+    breakdown: MemoryBreakdown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "train": True,
+            "loss": self.loss,
+            "loss_is_default": self.loss_is_default,
+            "optimizer": self.optimizer,
+            "memory_breakdown": self.breakdown.to_dict(),
+        }
+
+
+def describe_step(graph: Graph) -> StepSummary | None:
+    """``show``'s summary of a training step (None for inference)."""
     step = training_step(graph)
     if step is None:
-        return {"train": False}
-    return {
-        "train": True,
-        "loss": step.loss_fn,
-        "loss_is_default": step.loss_is_default,
-        "optimizer": step.optimizer,
-        "memory_breakdown": step_breakdown(graph).to_dict(),
-    }
+        return None
+    return StepSummary(step.loss_fn, step.loss_is_default, step.optimizer, step_breakdown(graph))
 
 
 @dataclass(frozen=True)
@@ -44,7 +59,10 @@ class TrainingAnswer:
 
     baseline: str
     lines: tuple[str, ...]
-    raises: dict[str, int]  # policy -> worst-case bytes above the baseline's (upper bounds when not exact)
+    raises: Mapping[str, int]  # policy -> worst-case bytes above the baseline's (upper bounds when not exact)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "raises", freeze(self.raises))
 
     def to_dict(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "raises_bytes": dict(self.raises), "answer": list(self.lines)}
@@ -104,14 +122,14 @@ def _allocator_lines(base: PolicyRow, others: list[PolicyRow]) -> list[str]:
     """What PyTorch's caching allocator would reserve, where it grows more than the tensors do."""
     if base.memory.torch_cuda is None:
         return []
-    reserved0 = base.memory.torch_cuda["reserved_peak_bytes"]
+    reserved0 = base.memory.torch_cuda.reserved_peak_bytes
     out = []
     for r in others:
         tc = r.memory.torch_cuda
-        if tc is None or tc["reserved_peak_bytes"] <= 1.05 * reserved0:
+        if tc is None or tc.reserved_peak_bytes <= 1.05 * reserved0:
             continue
         out.append(
-            f"{r.policy}: PyTorch's caching allocator would reserve {tc['reserved_peak_bytes'] / MIB:.0f} MiB "
+            f"{r.policy}: PyTorch's caching allocator would reserve {tc.reserved_peak_bytes / MIB:.0f} MiB "
             f"against {reserved0 / MIB:.0f} MiB on one stream (torch-cuda replay): each stream allocates from "
             "its own pool, so memory freed on one stream cannot serve allocations on "
             "another, and frees of blocks used across streams wait for those streams to catch up"

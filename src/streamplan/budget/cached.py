@@ -11,20 +11,37 @@ from streamplan.schedule.verify import verify_schedule
 
 
 class CachedCost(CostModel):
-    """A cost model's answers per op, computed once (a search simulates the same ops many times)."""
+    """A cost model's answers per op, computed once (a search simulates the same ops many times).
+
+    The answers are remembered per graph (the same op id in another graph, a fused or a
+    rewritten one, is another op), and the cache changes no answer: a ``CachedCost`` equals
+    the model it wraps, so a context holding it is the same value as one holding that model.
+    """
 
     def __init__(self, inner: CostModel):
         self.inner = inner
         self.device_name = inner.device_name
         self._facts = inner.device_facts
-        self._memo: dict[str, tuple[float, float, float, bool]] = {}
+        # by id(graph); the graph is kept so that its id is not reused while it is remembered
+        self._memo: dict[int, tuple[Graph, dict[str, tuple[float, float, float, bool]]]] = {}
+
+    def __eq__(self, other: object) -> bool:
+        other = other.inner if isinstance(other, CachedCost) else other
+        return self.inner == other
+
+    def __hash__(self) -> int:
+        return hash(self.inner)
 
     @property
     def device_facts(self) -> DeviceFacts:
         return self._facts
 
     def _get(self, graph: Graph, node: Node) -> tuple[float, float, float, bool]:
-        got = self._memo.get(node.id)
+        entry = self._memo.get(id(graph))
+        if entry is None or entry[0] is not graph:
+            entry = self._memo[id(graph)] = (graph, {})
+        memo = entry[1]
+        got = memo.get(node.id)
         if got is None:
             c = self.inner
             got = (
@@ -33,7 +50,7 @@ class CachedCost(CostModel):
                 c.launch_overhead_ms(graph, node),
                 c.is_kernel(graph, node),
             )
-            self._memo[node.id] = got
+            memo[node.id] = got
         return got
 
     def op_time_ms(self, graph: Graph, node: Node) -> float:

@@ -105,9 +105,7 @@ def exact_budget_schedule(
     tick = total / TICKS if total > 0 else 1e-6
     dur = [max(1, math.ceil(t / tick - 1e-9)) for t in costs.time_ms]
     horizon = sum(dur)
-    facts = counted_storages(
-        graph, include_inputs=budget.includes_inputs, include_params=budget.includes_params
-    )
+    facts = counted_storages(graph, includes=budget.includes)
     capacity = limit_bytes - facts.resident_bytes
     if capacity < 0:
         raise BudgetError(

@@ -49,22 +49,22 @@ def budget_figure(
     graph: Graph, schedule: StreamSchedule, budget: MemoryBudget, *, time_limit_s: float = 10.0
 ) -> FigureCheck:
     """The budgeted figure of ``schedule`` (worst case over all timings, or the static arena)."""
-    inc, par = budget.includes_inputs, budget.includes_params
+    inc = budget.includes
     if budget.figure == "arena":
-        plan = plan_arena(graph, schedule, include_inputs=inc, include_params=par)
+        plan = plan_arena(graph, schedule, includes=inc)
         return FigureCheck("arena", plan.arena_bytes, plan.arena_bytes, True, f"placement ({plan.order})")
-    live = liveness(graph, schedule, include_inputs=inc, include_params=par)
+    live = liveness(graph, schedule, includes=inc)
     wc = worst_case_peak(graph, schedule, live=live, time_limit_s=time_limit_s)
     return FigureCheck("worst_case", wc.lower_bytes, wc.upper_bytes, wc.exact, wc.method)
 
 
 def sequential_figure_bytes(graph: Graph, budget: MemoryBudget) -> int:
     """The figure for one stream in graph order (what a factor budget such as ``1.2x`` multiplies)."""
-    inc, par = budget.includes_inputs, budget.includes_params
+    inc = budget.includes
     seq = StreamSchedule(graph.node_ids, dict.fromkeys(graph.node_ids, 0), (), "sequential")
     if budget.figure == "arena":
-        return plan_arena(graph, seq, include_inputs=inc, include_params=par).arena_bytes
-    return host_order_peak_bytes(graph, seq, include_inputs=inc, include_params=par)
+        return plan_arena(graph, seq, includes=inc).arena_bytes
+    return host_order_peak_bytes(graph, seq, includes=inc)
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,11 @@ def memory_floor(graph: Graph, budget: MemoryBudget) -> Floor:
     """The memory-optimal one-stream schedule and its budgeted figure."""
     mo = memory_order(graph)
     s = StreamSchedule(mo.order, dict.fromkeys(mo.order, 0), (), "memory", {"exact": mo.exact})
-    inc, par = budget.includes_inputs, budget.includes_params
+    inc = budget.includes
     if budget.figure == "arena":
-        plan = plan_arena(graph, s, include_inputs=inc, include_params=par)
+        plan = plan_arena(graph, s, includes=inc)
         return Floor(s, plan.arena_bytes, mo.exact and plan.arena_bytes <= plan.lower_bound_bytes)
-    return Floor(s, host_order_peak_bytes(graph, s, include_inputs=inc, include_params=par), mo.exact)
+    return Floor(s, host_order_peak_bytes(graph, s, includes=inc), mo.exact)
 
 
 def below_floor_error(graph: Graph, limit_bytes: int, floor: Floor, budget: MemoryBudget) -> BudgetError:

@@ -29,6 +29,7 @@ from streamplan.cost.simulate import simulate
 from streamplan.errors import BudgetError
 from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.memory.allocators import replay
 from streamplan.memory.launch_time import held_peak
 from streamplan.memory.liveness import liveness
@@ -139,8 +140,8 @@ def evaluate(program: Graph, plan: ParallelPlan, ctx: ScheduleContext, budget_by
     }
     s = make_schedule(program, "overlap", ctx.replace(options=FrozenDict(options)))
     tl = simulate(program, s, ctx.cost)
-    live = liveness(program, s, include_inputs=True, include_params=True)
-    tc = replay(program, s, "torch-cuda", include_inputs=True, include_params=True, live=live, run_ahead=True)
+    live = liveness(program, s, includes=EVERYTHING)
+    tc = replay(program, s, "torch-cuda", includes=EVERYTHING, live=live, run_ahead=True)
     held = held_peak(live, s).peak_bytes
     fits = budget_bytes is None or tc.reserved_peak_bytes <= budget_bytes
     return KnobPoint(

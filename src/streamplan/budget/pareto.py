@@ -20,8 +20,10 @@ from streamplan.budget.search import BudgetSearch, Candidate
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
+from streamplan.schedule.registry import BASELINE_POLICY
 
 DEFAULT_POINTS = 8
+MIB = 1 << 20
 POINT_CHECK_S = 2.0  # worst-case analysis per point (the search's proof already holds)
 
 
@@ -88,6 +90,21 @@ class ParetoFront:
     sequential_peak_bytes: int
     sequential_ms: float
     search_time_s: float
+
+    def __str__(self) -> str:
+        what = "worst-case peak" if self.figure == "worst_case" else "static arena"
+        lines = [f"{self.graph} on {self.device}: the fastest schedule per budget ({what}, MiB)"]
+        for p in self.points:
+            lines.append(
+                f"  budget {p.budget_bytes / MIB:10.2f}  {p.makespan_ms:9.3f} ms  "
+                f"{p.worst_case_peak_bytes / MIB:10.2f} MiB  {p.streams} streams  ({p.source})"
+            )
+        for f in self.fixed:
+            mark = "  (dominated)" if f.dominated else ""
+            lines.append(
+                f"  {f.policy:<17} {f.makespan_ms:9.3f} ms  {f.worst_case_peak_bytes / MIB:10.2f} MiB{mark}"
+            )
+        return "\n".join(lines)
 
     def dominates_fixed(self) -> bool:
         """No fixed policy is both faster and smaller than every front point."""
@@ -158,7 +175,7 @@ def pareto_front(
         incumbent = [best]
         front.append(_point(b, best, chk))
     fixed_points = tuple(_fixed_point(c, front) for c in checked)
-    seq = next((c for c in checked if c.source == "sequential"), checked[-1])
+    seq = next((c for c in checked if c.source == BASELINE_POLICY), checked[-1])
     return ParetoFront(
         graph=graph.name,
         device=ctx.cost.device_name,

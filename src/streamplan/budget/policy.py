@@ -6,7 +6,7 @@ its figure, computed by the memory analysis, is within the budget. Without a bud
 is the fastest schedule found, never slower in simulation than the best fixed policy
 on the same context.
 
-Options (``ctx.options``):
+Options (``BudgetOptions``):
 
 - ``solver``: ``"auto"`` (default: the exact formulation up to ``exact_max_ops`` ops,
   the scalable search above), ``"search"`` or ``"exact"``;
@@ -21,6 +21,7 @@ names the smallest achievable figure.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from streamplan.budget.exact import exact_budget_schedule
@@ -32,21 +33,36 @@ from streamplan.fusion.plan import fuses_after_scheduling
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
+from streamplan.schedule.options import whole
 
 SOLVERS = ("auto", "search", "exact")
 EXACT_MAX_OPS = 24
 FINAL_CHECK_S = 1.0  # time for the worst-case analysis of the winner
 SEARCH_SHARE = 0.6  # of the context's time limit, for the search's optional steps
-OPTIONS = frozenset({"solver", "exact_max_ops", "fixed"})
+
+
+@dataclass(frozen=True)
+class BudgetOptions:
+    """The ``budget`` policy's tunables (see the module docstring)."""
+
+    solver: str = "auto"
+    exact_max_ops: int = EXACT_MAX_OPS
+    fixed: str | None = None  # comma-separated fixed policies the search starts from (None: all)
+
+    def __post_init__(self) -> None:
+        if self.solver not in SOLVERS:
+            raise ScheduleError(
+                f"unknown budget solver {self.solver!r}", hint=f"use one of {', '.join(SOLVERS)}"
+            )
+        object.__setattr__(self, "exact_max_ops", whole("exact_max_ops", self.exact_max_ops, least=0))
 
 
 def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
     """The fastest schedule found whose budgeted figure (``ctx.budget``) fits; without a budget,
     the fastest schedule found."""
     t0 = time.perf_counter()
-    solver = str(ctx.option("solver", "auto"))
-    if solver not in SOLVERS:
-        raise ScheduleError(f"unknown budget solver {solver!r}", hint=f"use one of {', '.join(SOLVERS)}")
+    opts = ctx.options_as(BudgetOptions)
+    solver = opts.solver
     kind = ctx.budget or MemoryBudget(limit_bytes=0)
     search = BudgetSearch(graph, ctx, kind, fixed=fixed_policies(ctx))
     if ctx.budget is None:
@@ -65,7 +81,7 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
     floor = search.memory_floor()
     if limit < floor.figure_bytes:
         raise below_floor_error(graph, limit, floor, ctx.budget)
-    exact_max = int(ctx.option("exact_max_ops", EXACT_MAX_OPS))
+    exact_max = opts.exact_max_ops
     use_exact = solver == "exact" or (solver == "auto" and len(graph.nodes) <= exact_max)
     if use_exact and ctx.budget.figure != "worst_case":
         if solver == "exact":
@@ -98,7 +114,7 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
 
 def fixed_policies(ctx: ScheduleContext) -> tuple[str, ...]:
     """The fixed policies the search starts from (the ``fixed`` option, checked)."""
-    text = ctx.option("fixed", None)
+    text = ctx.options_as(BudgetOptions).fixed
     if text is None:
         return FIXED_POLICIES
     names = tuple(p.strip() for p in str(text).split(",") if p.strip())

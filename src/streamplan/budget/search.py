@@ -47,10 +47,12 @@ from streamplan.memory.worst_case import worst_case_peak
 from streamplan.schedule.context import MemoryBudget, ScheduleContext
 from streamplan.schedule.events import derive_waits
 from streamplan.schedule.live_bytes import sequential_peak_bytes
-from streamplan.schedule.registry import make_schedule
+from streamplan.schedule.registry import make_schedule, policy_info, unbudgeted_policies
 
-FIXED_POLICIES = ("sequential", "memory", "wavefront", "asap", "nimble", "ios")
-IOS_MAX_OPS_WITH_BUDGET = 400  # above this, IOS's own search takes longer than a budget point should
+FIXED_POLICIES = unbudgeted_policies()  # every policy that schedules without a budget
+SEARCHED_MAX_OPS_WITH_BUDGET = (
+    400  # above this, a searching policy (IOS) takes longer than a budget point should
+)
 ANALYSIS_SLACK = 1.25  # ask the worst-case analysis only when the position bound is this close
 ANALYSIS_S_PER_OP = 0.002  # about what the worst-case analysis needs before its solver even starts
 BASE_SLACK = 0.02  # a guarded base rarely beats its own unguarded makespan by more than this
@@ -87,8 +89,7 @@ class BudgetSearch:
     tried: int = 0
 
     def __post_init__(self) -> None:
-        inc, par = self.budget_kind.includes_inputs, self.budget_kind.includes_params
-        self.facts = counted_storages(self.graph, include_inputs=inc, include_params=par)
+        self.facts = counted_storages(self.graph, includes=self.budget_kind.includes)
         self.cost = CachedCost(self.ctx.cost)
         self._plain_ctx = self.ctx.replace(options=FrozenDict(), budget=None, cost=self.cost)
         self._bounds: dict[tuple[str, int], int] = {}
@@ -97,10 +98,11 @@ class BudgetSearch:
         self._base_cache: list[tuple[float, StreamSchedule, str]] | None = None
 
     # -- the fixed policies -------------------------------------------------------
-    def fixed_runs(self, *, with_ios: bool = True) -> list[Candidate]:
-        """Each fixed policy's schedule and makespan (computed once), fastest first."""
+    def fixed_runs(self, *, with_searched: bool = True) -> list[Candidate]:
+        """Each fixed policy's schedule and makespan (computed once), fastest first; without
+        ``with_searched``, not the policies whose own search grows steeply (``PolicyInfo.searched``)."""
         for p in self.fixed:
-            if p in self.runs or (p == "ios" and not with_ios):
+            if p in self.runs or (policy_info(p).searched and not with_searched):
                 continue
             self.ctx.progress(f"budget: {p} schedule", None, None)
             try:
@@ -133,8 +135,8 @@ class BudgetSearch:
         self, limit_bytes: int, *, deadline: float, incumbents: Sequence[Candidate] = ()
     ) -> Candidate | None:
         """The fastest candidate found whose figure is proven within ``limit_bytes``."""
-        with_ios = len(self.graph.nodes) <= IOS_MAX_OPS_WITH_BUDGET or "ios" in self.runs
-        fixed = self.fixed_runs(with_ios=with_ios)
+        small = len(self.graph.nodes) <= SEARCHED_MAX_OPS_WITH_BUDGET
+        fixed = self.fixed_runs(with_searched=small or any(policy_info(p).searched for p in self.runs))
         best: Candidate | None = None
         unproven: list[Candidate] = []
         for c in sorted([*incumbents, *fixed], key=lambda c: c.makespan_ms):
@@ -367,8 +369,7 @@ class BudgetSearch:
             if b.figure == "arena":
                 from streamplan.memory.arena import plan_arena
 
-                inc, par = b.includes_inputs, b.includes_params
-                got = plan_arena(self.graph, c.schedule, include_inputs=inc, include_params=par).arena_bytes
+                got = plan_arena(self.graph, c.schedule, includes=b.includes).arena_bytes
             elif c.bound_bytes is not None:
                 got = c.bound_bytes
             elif c.schedule.num_streams == 1:
@@ -383,8 +384,7 @@ class BudgetSearch:
         """The worst-case analysis of a schedule (None for the arena figure: its bound is exact)."""
         if self.budget_kind.figure != "worst_case":
             return None
-        inc, par = self.budget_kind.includes_inputs, self.budget_kind.includes_params
         wc = worst_case_peak(
-            self.graph, schedule, include_inputs=inc, include_params=par, time_limit_s=max(0.1, time_limit_s)
+            self.graph, schedule, includes=self.budget_kind.includes, time_limit_s=max(0.1, time_limit_s)
         )
         return FigureCheck("worst_case", wc.lower_bytes, wc.upper_bytes, wc.exact, wc.method)

@@ -2,69 +2,35 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
-    BatchOpt,
-    BudgetFigureOpt,
-    CudaGraphsOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ForceOpt,
-    IncludeInputsOpt,
-    IncludeParamsOpt,
-    JsonOpt,
-    MeasuredOpt,
-    ModelArg,
-    NoCacheOpt,
-    OptimizerOpt,
-    ParallelOpt,
-    StreamsOpt,
-    TrainOpt,
-    check_file,
-    emit_json,
-    err,
-    load_graph,
-    out,
-    write_file,
-)
-from streamplan.cli.progress import progress_display
+from streamplan.cli.common import check_file, emit_json, err, out, write_file
+from streamplan.cli.options import COUNTED, Given, takes
 from streamplan.errors import ModelSpecError
+
+ParetoTimeLimitOpt = typer.Option(10.0, "--time-limit", min=0.1, help="search time per budget (s)")
 
 
 @app.command()
+@takes(
+    "model", "device", "cuda_graphs", "max_streams", "batch", "dtype", "measured", "budget_figure",
+    *COUNTED, "time_limit", "force", "no_cache", "train", "optimizer", "precision", "attention", "parallel", "as_json",
+    time_limit=ParetoTimeLimitOpt,
+)  # fmt: skip
 def pareto(
-    model: str = ModelArg,
-    device: str = DeviceOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    measured: str | None = MeasuredOpt,
+    o: Given,
     points: int = typer.Option(
         8, "--points", min=2, help="budgets on the grid from the floor to the fastest"
     ),
-    budget_figure: str = BudgetFigureOpt,
-    include_inputs: bool = IncludeInputsOpt,
-    include_params: bool = IncludeParamsOpt,
-    time_limit: float = typer.Option(10.0, "--time-limit", min=0.1, help="search time per budget (s)"),
     output: str | None = typer.Option(None, "-o", "--output", help="plot the front: .png, .svg or .pdf"),
-    force: bool = ForceOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """The fastest schedule for each memory budget, from the floor to the fastest, beside every fixed policy."""
-    from streamplan.app.budget import pareto_front
-    from streamplan.app.context import make_context
     from streamplan.report.pareto import front_tables, render_front
     from streamplan.report.plot import FORMATS
-    from streamplan.schedule.context import MemoryBudget
 
     fmt = None
     if output:
@@ -74,77 +40,43 @@ def pareto(
                 f"cannot tell the image format from {output!r}",
                 hint=f"end the file name with .{', .'.join(FORMATS)}",
             )
-        check_file(output, force=force, protected=(model,))
-    kind = MemoryBudget(
-        limit_bytes=0, figure=budget_figure, includes_inputs=include_inputs, includes_params=include_params
-    )
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            measured=measured,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            time_limit_s=time_limit,
-            progress=progress,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        front = pareto_front(g, ctx, points=points, budget=kind)
+        check_file(output, force=o.force, protected=o.protected())
+    with o.session() as s:
+        front = s.pareto(points=points, figure=o.budget_figure)
         image = render_front(front, fmt=fmt) if fmt else None
     if output and image is not None:
-        write_file(output, image, force=force, protected=(model,))
-        if not as_json:
+        write_file(output, image, force=o.force, protected=o.protected())
+        if not o.as_json:
             err.print(f"wrote {output}")
-    if as_json:
+    if o.as_json:
         emit_json(front.to_dict())
         return
     out.print(front_tables(front))
 
 
+PlanParallelOpt = typer.Option(
+    ..., "--parallel", help="the plan whose knobs to choose: fsdp=8 or ddp=8 (docs/distributed.md)"
+)
+PlanOptimizerOpt = typer.Option("adam", "--optimizer", help="the update in the step: sgd, momentum or adam")
+
+
 @app.command("plan")
+@takes(
+    "model", "device", "batch", "dtype", "no_cache", "optimizer", "parallel", "as_json",
+    parallel=PlanParallelOpt, optimizer=PlanOptimizerOpt,
+)  # fmt: skip
 def plan_command(
-    model: str = ModelArg,
-    parallel: str = typer.Option(
-        ..., "--parallel", help="the plan whose knobs to choose: fsdp=8 or ddp=8 (docs/distributed.md)"
-    ),
+    o: Given,
     budget: str | None = typer.Option(
         None, "--budget", help="memory per rank the worst-case allocator peak must fit: 70GiB, 80GB, bytes"
     ),
-    device: str = DeviceOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    optimizer: str = typer.Option(
-        "adam", "--optimizer", help="the update in the step: sgd, momentum or adam"
-    ),
-    no_cache: bool = NoCacheOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Choose a parallel plan's knobs (prefetch, in-flight limit, reshard, record_stream, buckets):
     the fastest simulated step whose worst-case allocator peak fits the budget, and the Pareto front."""
-    from streamplan.app.context import make_context
-    from streamplan.app.parallel import plan_knobs
-
-    with progress_display(err) as progress:
-        ctx = make_context(device=device, progress=progress)
-        result = plan_knobs(
-            model,
-            parallel,
-            budget=budget,
-            batch=batch,
-            dtype=dtype,
-            optimizer=optimizer,
-            ctx=ctx,
-            cache=not no_cache,
-        )
-    if as_json:
+    given = dataclasses.replace(o, train=True)
+    with given.session() as s:
+        result = s.plan_knobs(budget=budget)
+    if o.as_json:
         emit_json(result.to_dict())
         return
     for line in result.lines():

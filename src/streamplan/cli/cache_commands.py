@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import JsonOpt, emit_json, out
+from streamplan.cli.common import emit_json, out
+from streamplan.cli.options import Given, takes
 from streamplan.report.units import fmt_bytes
 
 cache_app = typer.Typer(
@@ -17,24 +18,26 @@ app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command("info")
-def cache_info(as_json: bool = JsonOpt) -> None:
+@takes("as_json")
+def cache_info(o: Given) -> None:
     """Where the cache is, how many captured graphs it holds, and their size."""
     from streamplan.cache import CaptureCache
 
     info = CaptureCache().info()
-    if as_json:
+    if o.as_json:
         emit_json(info.to_dict())
         return
     out.print(f"{info.path}: {info.entries} captured graph(s), {fmt_bytes(info.total_bytes)}", markup=False)
 
 
 @cache_app.command("clear")
-def cache_clear(as_json: bool = JsonOpt) -> None:
+@takes("as_json")
+def cache_clear(o: Given) -> None:
     """Remove every captured graph from the cache (the next command captures again)."""
     from streamplan.cache import CaptureCache
 
     removed = CaptureCache().clear()
-    if as_json:
+    if o.as_json:
         emit_json({"removed": removed.entries, "freed_bytes": removed.total_bytes, "path": removed.path})
         return
     out.print(

@@ -18,12 +18,9 @@ def run_demo(
     2. ``model`` at batch 1 on ``device``: every policy's streams, events, simulated latency and memory.
     3. ``run_model`` run for real on CPU threads under asap with chaos delays: outputs against
     eager, measured latency and memory against the predictions."""
-    from streamplan.app.analysis import compare_policies, run_policy
-    from streamplan.app.context import make_context
     from streamplan.app.explain import simulated_note
-    from streamplan.app.run import run_model as run_for_real
+    from streamplan.app.session import analyze
     from streamplan.memory.explain import compare_peaks
-    from streamplan.models import load_model
     from streamplan.report.tables import compare_table
     from streamplan.report.views import run_lines
 
@@ -32,40 +29,34 @@ def run_demo(
         "a -> {b -> d, c -> e} -> f, every tensor 1 MiB. A program-order estimator says 3 MiB for both "
         "schedules; streamplan shows what each figure sees:\n"
     )
-    ctx = make_context(device=device)
-    g = load_model("seed-example2")
-    rows = compare_policies(g, ["sequential", "asap"], ctx)
-    out.print(compare_table(g, rows, device, True, "activations"))
-    base = run_policy(g, "sequential", ctx).schedule
-    asap = run_policy(g, "asap", ctx)
+    seed = analyze("seed-example2", device=device)
+    rows = seed.compare(["sequential", "asap"]).rows
+    out.print(compare_table(seed.graph, rows, device, True, "activations"))
+    base, asap = seed.schedule("sequential").schedule, seed.schedule("asap")
     out.print("")
-    comparison = compare_peaks(g, base, asap.schedule)
+    comparison = compare_peaks(seed.graph, base, asap.schedule)
     for line in comparison.lines():
         out.print(line, markup=False)
     for note in comparison.other.notes:
         out.print(f"note: {note}", markup=False)
-    out.print(simulated_note(g, asap, device).text, markup=False)
+    out.print(simulated_note(seed.graph, asap, device).text, markup=False)
 
     out.print("")
     out.print(Rule(f"2. {model}, batch 1, on the {device} profile: every policy"))
     t0 = time.perf_counter()
-    g = load_model(model, batch=1)
-    out.print(
-        f"captured {len(g.nodes)} ops in {time.perf_counter() - t0:.1f} s (torch.export, no real compute)"
-    )
     with progress_display(err) as progress:
-        rows = compare_policies(
-            g, ["sequential", "memory", "wavefront", "asap", "nimble", "ios"], ctx.replace(progress=progress)
+        s = analyze(model, batch=1, device=device, cache=False, progress=progress)
+        out.print(
+            f"captured {len(s.graph.nodes)} ops in {time.perf_counter() - t0:.1f} s (torch.export, no real compute)"
         )
-    out.print(compare_table(g, rows, device, True, "activations"))
+        rows = s.compare(["sequential", "memory", "wavefront", "asap", "nimble", "ios"]).rows
+    out.print(compare_table(s.graph, rows, device, True, "activations"))
     for r in rows:
         if r.error:
             out.print(f"{r.policy}: {r.error}", markup=False)
     out.print("")
     out.print(Rule(f"3. {run_model}, run for real: one CPU thread per stream, random delays before ops"))
-    report = run_for_real(
-        run_model, "asap", make_context(device="cpu"), target="cpu", batch=1, chaos=True, repeat=3
-    )
+    report = analyze(run_model, batch=1, device="cpu").run("asap", on="cpu", chaos=True, repeat=3)
     for line in run_lines(report, target="cpu", repeat=3):
         out.print(line)
     out.print(

@@ -6,31 +6,18 @@ import typer
 from rich.table import Table
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
-    BatchOpt,
-    DtypeOpt,
-    ForceOpt,
-    JsonOpt,
-    ModelArg,
-    NoCacheOpt,
-    OptimizerOpt,
-    ParallelOpt,
-    TrainOpt,
-    emit_json,
-    err,
-    load_graph,
-    out,
-)
-from streamplan.cli.progress import progress_display
+from streamplan.cli.common import check_file, emit_json, err, out, write_file
+from streamplan.cli.options import Given, takes
 from streamplan.report.units import fmt_bytes
 
 
 @app.command()
-def zoo(as_json: bool = JsonOpt) -> None:
+@takes("as_json")
+def zoo(o: Given) -> None:
     """List the built-in models."""
     from streamplan.zoo.registry import RANDOM_HELP, RANDOM_TRAIN_HELP, ZOO
 
-    if as_json:
+    if o.as_json:
         emit_json(
             [
                 {"name": m.name, "summary": m.summary, "kind": m.kind, "requires": m.requires}
@@ -49,39 +36,31 @@ def zoo(as_json: bool = JsonOpt) -> None:
 
 
 @app.command()
+@takes(
+    "model",
+    "batch",
+    "dtype",
+    "no_cache",
+    "train",
+    "optimizer",
+    "precision",
+    "attention",
+    "parallel",
+    "as_json",
+)
 def show(
-    model: str = ModelArg,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op"),
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    as_json: bool = JsonOpt,
+    o: Given, graph: bool = typer.Option(False, "--graph", help="also print the graph, one line per op")
 ) -> None:
     """Summarise a model's graph: ops, bytes, critical path, maximum parallelism."""
+    from streamplan.app.training import describe_step
     from streamplan.ir.analysis import critical_path_ops, max_parallelism
 
-    with progress_display(err) as progress:
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        progress("maximum parallelism", None, None)
+    with o.session() as s:
+        g = s.graph
+        s.progress("maximum parallelism", None, None)
         par = max_parallelism(g)
-        training = None
-        if g.is_training:
-            from streamplan.app.training import describe_step
-
-            progress("memory by category", None, None)
-            training = describe_step(g)
+        s.progress("memory by category", None, None)
+        training = describe_step(g)
     info = {
         "model": g.name,
         "batch": g.meta.get("batch"),
@@ -96,9 +75,9 @@ def show(
         "critical_path_ops": critical_path_ops(g),
         "max_parallelism": par.width,
         "max_parallelism_exact": par.exact,
-        **(training or {"train": False}),
+        **(training.to_dict() if training is not None else {"train": False}),
     }
-    if as_json:
+    if o.as_json:
         if graph:
             from streamplan.ir.serialize import graph_to_dict
 
@@ -132,32 +111,15 @@ def show(
 
 
 @app.command()
-def export(
-    model: str = ModelArg,
-    output: str = typer.Option(..., "-o", "--output", help="graph JSON to write"),
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    force: bool = ForceOpt,
-) -> None:
+@takes(
+    "model", "batch", "dtype", "no_cache", "train", "optimizer", "precision", "attention", "parallel", "force"
+)
+def export(o: Given, output: str = typer.Option(..., "-o", "--output", help="graph JSON to write")) -> None:
     """Save a model's graph as JSON (loadable everywhere a model is named)."""
-    from streamplan.cli.common import check_file, write_file
     from streamplan.ir.serialize import dumps
 
-    check_file(output, force=force, protected=(model,))
-    with progress_display(err) as progress:
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-    write_file(output, dumps(g), force=force, protected=(model,))
+    check_file(output, force=o.force, protected=o.protected())
+    with o.session() as s:
+        g = s.graph
+    write_file(output, dumps(g), force=o.force, protected=o.protected())
     err.print(f"wrote {output}: {len(g.nodes)} ops")

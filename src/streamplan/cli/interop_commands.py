@@ -5,78 +5,40 @@ from __future__ import annotations
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
-    DEFAULT_POLICIES,
-    FUSION_HELP,
-    BatchOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ForceOpt,
-    FusionOpt,
-    IncludeInputsOpt,
-    IncludeParamsOpt,
-    JsonOpt,
-    ModelArg,
-    OptimizerOpt,
-    ParallelOpt,
-    PolicyOpt,
-    StreamsOpt,
-    TimeLimitOpt,
-    TrainOpt,
-    check_file,
-    emit_json,
-    err,
-    load_graph,
-    out,
-    parse_policies,
-    write_file,
+from streamplan.cli.common import check_file, emit_json, err, out, saved_or_policy, write_file
+from streamplan.cli.options import COUNTED, FUSION_HELP, Given, takes
+
+CodegenScheduleOpt = typer.Option(
+    None, "--schedule", help="write a saved schedule (verified first) instead of --policy's"
 )
-from streamplan.cli.progress import progress_display
+CodegenFusionOpt = typer.Option(
+    "none", "--fusion", help="how the module's kernels are made (" + FUSION_HELP + ")"
+)
 
 
 @app.command()
+@takes(
+    "model", "policy", "schedule_file", "device", "max_streams", "batch", "dtype", "train", "optimizer", "precision", "attention", "parallel",
+    "fusion", "force", "as_json", schedule_file=CodegenScheduleOpt, fusion=CodegenFusionOpt,
+)  # fmt: skip
 def codegen(
-    model: str = ModelArg,
-    policy: str = PolicyOpt,
-    schedule_file: str | None = typer.Option(
-        None, "--schedule", help="write a saved schedule (verified first) instead of --policy's"
-    ),
+    o: Given,
     output: str | None = typer.Option(None, "-o", "--output", help="Python file to write (default: stdout)"),
     class_name: str | None = typer.Option(None, "--class-name", help="name of the nn.Module class"),
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    fusion: str = typer.Option(
-        "none",
-        "--fusion",
-        help="none only: fused kernels cannot be written as ATen calls (" + FUSION_HELP + ")",
-    ),
-    force: bool = ForceOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Write a schedule as a self-contained PyTorch module (torch only): streams, events, frees;
     with --train, one training step (forward, loss, backward, optimizer update)."""
-    from streamplan.app.codegen import codegen_policy
-    from streamplan.app.context import make_context
     from streamplan.ir.schedule import StreamSchedule
 
     if output:
-        check_file(output, force=force, protected=(model,) + ((schedule_file,) if schedule_file else ()))
-    saved = StreamSchedule.load(schedule_file) if schedule_file else None
-    with progress_display(err) as progress:
-        ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
-        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer, parallel=parallel)
-        result = codegen_policy(
-            g, saved if saved is not None else policy, ctx, model=model, class_name=class_name
-        )
+        check_file(output, force=o.force, protected=o.protected())
+    if o.schedule_file:
+        StreamSchedule.load(o.schedule_file)  # an unreadable file fails before the capture
+    with o.session(policies=[o.policy]) as s:
+        result = s.codegen(saved_or_policy(s, o), class_name=class_name)
     if output:
-        protected = (model,) + ((schedule_file,) if schedule_file else ())
-        write_file(output, result.source, force=force, protected=protected)
-    if as_json:
+        write_file(output, result.source, force=o.force, protected=o.protected())
+    if o.as_json:
         emit_json({**result.to_dict(), "output": output})
     elif output:
         p = result.predictions
@@ -90,56 +52,30 @@ def codegen(
 
 
 @app.command()
+@takes(
+    "model", "policies", "device", "max_streams", "batch", "dtype", *COUNTED,
+    "train", "optimizer", "precision", "attention", "parallel", "fusion", "time_limit", "force", "as_json",
+)  # fmt: skip
 def report(
-    model: str = ModelArg,
-    policies: list[str] | None = typer.Option(
-        None, "--policies", help=f"comma-separated; default {DEFAULT_POLICIES}"
-    ),
+    o: Given,
     output: str = typer.Option(..., "-o", "--output", help="HTML file to write"),
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    include_inputs: bool = IncludeInputsOpt,
-    include_params: bool = IncludeParamsOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    fusion: str = FusionOpt,
     pareto_points: int = typer.Option(
         6, "--pareto-points", min=0, help="budgets on the Pareto front's grid (0: no front)"
     ),
-    time_limit: float = TimeLimitOpt,
-    force: bool = ForceOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Write one self-contained HTML page: policy table, memory over time (by role for a training
     step), the latency/memory Pareto front, stream timelines, explanations."""
-    from streamplan.app.analysis import MemoryOptions
-    from streamplan.app.context import make_context
-    from streamplan.app.report import report_model
     from streamplan.report.html import plotly_js, render_html
 
-    check_file(output, force=force, protected=(model,))
+    check_file(output, force=o.force, protected=o.protected())
     plotly_js()  # a missing plotly fails now, before any work
-    names = parse_policies(policies)
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device, max_streams=max_streams, progress=progress, fusion=fusion, time_limit_s=time_limit
-        )
-        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer, parallel=parallel)
-        result = report_model(
-            g,
-            names,
-            ctx,
-            model=model,
-            includes=MemoryOptions(include_inputs, include_params),
-            pareto_points=pareto_points,
-        )
-        progress("writing the page", None, None)
+    names = o.policy_names()
+    with o.session(policies=names) as s:
+        result = s.report(names, pareto_points=pareto_points)
+        s.progress("writing the page", None, None)
         page = render_html(result)
-    write_file(output, page, force=force, protected=(model,))
-    if as_json:
+    write_file(output, page, force=o.force, protected=o.protected())
+    if o.as_json:
         emit_json({**result.to_dict(), "output": output})
         return
     failed = [p.policy for p in result.policies if p.row.error]

@@ -2,47 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
-    INTERVAL_NOTE,
-    BatchOpt,
-    BudgetOpt,
-    CudaGraphsOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ForceOpt,
-    FusionOpt,
-    IncludeInputsOpt,
-    IncludeParamsOpt,
-    JsonOpt,
-    MeasuredOpt,
-    ModelArg,
-    NoCacheOpt,
-    OptimizerOpt,
-    ParallelOpt,
-    PolicyOpt,
-    ScheduleFileOpt,
-    StreamsOpt,
-    TimeLimitOpt,
-    TrainOpt,
-    check_file,
-    emit_json,
-    err,
-    load_graph,
-    load_schedule,
-    out,
-    parse_budget,
-    parse_policies,
-    run_saved_or_policy,
-    write_file,
-)
+from streamplan.cli.common import check_file, emit_json, err, out, print_notes, saved_or_policy, write_file
 from streamplan.cli.errors import EXIT_OUT_OF_MEMORY
-from streamplan.cli.progress import progress_display
+from streamplan.cli.options import CAPTURE, COST, COUNTED, INTERVAL_NOTE, Given, takes
 from streamplan.errors import ModelSpecError
 
 MEMORY_HELP = f"""Every memory figure for one schedule, the allocator replays, and the host-order trace.
@@ -62,83 +29,19 @@ the first line of the output, and the command ends with exit status {EXIT_OUT_OF
 {INTERVAL_NOTE[0].upper() + INTERVAL_NOTE[1:]}."""
 
 
-def _device_memory_bytes(gib: float | None) -> int | None:
-    if gib is None:
-        return None
-    if not math.isfinite(gib) or gib <= 0:
-        raise ModelSpecError(
-            f"--device-memory-gib must be a positive number of GiB, got {gib:g} GiB",
-            hint="give the device's memory in GiB, e.g. --device-memory-gib 16",
-        )
-    return int(gib * (1 << 30))
-
-
 @app.command("memory", help=MEMORY_HELP)
-def memory_cmd(
-    model: str = ModelArg,
-    policy: str = PolicyOpt,
-    schedule_file: str | None = ScheduleFileOpt,
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    include_inputs: bool = IncludeInputsOpt,
-    include_params: bool = IncludeParamsOpt,
-    device_memory: float | None = typer.Option(
-        None,
-        "--device-memory-gib",
-        help=f"the device's memory in GiB: the torch-cuda replay runs against it; exit {EXIT_OUT_OF_MEMORY} "
-        "when it does not fit",
-    ),
-    measured: str | None = MeasuredOpt,
-    time_limit: float = TimeLimitOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    budget: str | None = BudgetOpt,
-    fusion: str = FusionOpt,
-    as_json: bool = JsonOpt,
-) -> None:
-    from streamplan.app.analysis import MemoryOptions
-    from streamplan.app.context import make_context
-    from streamplan.app.memory import analyze_run_memory
+@takes(
+    "model", "policy", "schedule_file", *COST, "measured", *CAPTURE, *COUNTED,
+    "device_memory_gib", "budget", "fusion", "as_json",
+)  # fmt: skip
+def memory_cmd(o: Given) -> None:
     from streamplan.report.views import memory_lines
 
-    capacity = _device_memory_bytes(device_memory)
-    limit = parse_budget(budget, policies=(policy,))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            measured=measured,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            budget=limit,
-            time_limit_s=time_limit,
-            progress=progress,
-            fusion=fusion,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
-        analysis = analyze_run_memory(
-            g,
-            run,
-            ctx,
-            includes=MemoryOptions(include_inputs, include_params),
-            device_memory_bytes=capacity,
-        )
+    with o.session(policies=[o.policy]) as s:
+        run = saved_or_policy(s, o)
+        analysis = s.memory(run)
     oom = analysis.allocators["torch-cuda"].oom if "torch-cuda" in analysis.allocators else None
-    if as_json:
+    if o.as_json:
         d = analysis.to_dict()
         d["out_of_memory"] = None if oom is None else oom.to_dict()
         emit_json(d)
@@ -146,8 +49,8 @@ def memory_cmd(
         if oom is not None:
             at = f"at {oom.op}" if oom.op else "before the first op (resident tensors)"
             out.print(
-                f"OUT OF MEMORY: {g.name} under {run.policy} does not fit in {device_memory:g} GiB: the "
-                f"torch-cuda replay fails {at} asking for {oom.device_request_bytes / (1 << 20):.2f} MiB "
+                f"OUT OF MEMORY: {s.graph.name} under {run.policy} does not fit in {o.device_memory_gib:g} GiB: "
+                f"the torch-cuda replay fails {at} asking for {oom.device_request_bytes / (1 << 20):.2f} MiB "
                 f"(exit status {EXIT_OUT_OF_MEMORY})",
                 markup=False,
             )
@@ -158,74 +61,24 @@ def memory_cmd(
 
 
 @app.command()
+@takes("model", "policy", "schedule_file", *COST, *CAPTURE, "budget", "fusion", "as_json")
 def explain(
-    model: str = ModelArg,
-    policy: str = PolicyOpt,
-    schedule_file: str | None = ScheduleFileOpt,
+    o: Given,
     vs: str | None = typer.Option(
         "sequential", "--vs", help="compare with this policy, or with a saved schedule file (.json)"
     ),
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    time_limit: float = TimeLimitOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    budget: str | None = BudgetOpt,
-    fusion: str = FusionOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Which tensors set the peak, which concurrency made more of them coexist, and how close any
     schedule can get to the latency bound (and why)."""
-    from streamplan.app.analysis import run_policy, run_schedule
-    from streamplan.app.context import make_context
-    from streamplan.app.explain import explain_policy, explain_run
-    from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
     from streamplan.report.views import explain_lines
-    from streamplan.schedule.registry import policy_info
 
-    if vs and not vs.endswith(".json"):
-        policy_info(vs)  # an unknown policy fails before the capture
-    if not schedule_file:
-        policy_info(policy)
-    limit = parse_budget(budget, policies=(policy,))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            budget=limit,
-            time_limit_s=time_limit,
-            progress=progress,
-            fusion=fusion,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        saved = load_schedule(schedule_file, g, fusion=fusion) if schedule_file else None
-        if saved is None and not (vs and vs.endswith(".json")):
-            result = explain_policy(g, policy, ctx, vs=vs)  # fused, vs schedules the same kernels
-        else:
-            run = run_schedule(g, saved, ctx) if saved is not None else run_policy(g, policy, ctx)
-            base = None
-            if vs and vs.endswith(".json"):
-                base = load_schedule(vs, g)
-            elif vs and vs != run.policy:
-                planned = FusedSchedule(run.scheduled_graph(g), run.schedule, run.fusion)
-                base = schedule_same_kernels(g, planned, vs, ctx)
-            result = explain_run(g, run, ctx, vs_schedule=base)
-    if as_json:
+    vs_file = vs if vs and vs.endswith(".json") else None
+    policies = [] if vs_file or not vs else [vs]  # an unknown --vs policy fails before the capture
+    with o.session(policies=policies + ([] if o.schedule_file else [o.policy])) as s:
+        run = saved_or_policy(s, o)
+        against = s.load_schedule(vs_file, any_fusion=True) if vs_file else vs
+        result = s.explain(run, vs=against)
+    if o.as_json:
         emit_json(result.to_dict())
         return
     for line in explain_lines(result):
@@ -233,32 +86,18 @@ def explain(
 
 
 @app.command()
+@takes(
+    "model", "policies", *COST, *CAPTURE, "budget", "fusion", "force",
+    policies=typer.Option(None, "--policies", help="comma-separated policies to draw; default sequential,asap"),
+)  # fmt: skip
 def plot(
-    model: str = ModelArg,
-    policies: list[str] | None = typer.Option(
-        None, "--policies", help="comma-separated policies to draw; default sequential,asap"
-    ),
+    o: Given,
     schedule_files: list[str] | None = typer.Option(
         None, "--schedule", help="also draw a saved schedule (repeatable); alone, it is drawn with sequential"
     ),
     output: str = typer.Option(..., "-o", "--output", help="image to write: .png, .svg or .pdf"),
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    time_limit: float = TimeLimitOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    budget: str | None = BudgetOpt,
-    force: bool = ForceOpt,
-    fusion: str = FusionOpt,
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
-    from streamplan.app.analysis import memory_curve, memory_curves, run_schedule
-    from streamplan.app.context import make_context
     from streamplan.report.plot import FORMATS, render
 
     fmt = Path(output).suffix.lower().lstrip(".")
@@ -267,33 +106,15 @@ def plot(
             f"cannot tell the image format from {output!r}",
             hint=f"end the file name with .{', .'.join(FORMATS)}",
         )
-    check_file(output, force=force, protected=(model, *(schedule_files or ())))
-    names = parse_policies(policies, default="sequential" if schedule_files else "sequential,asap")
-    limit = parse_budget(budget, policies=tuple(names))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            budget=limit,
-            time_limit_s=time_limit,
-            progress=progress,
-            fusion=fusion,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        saved = [load_schedule(f, g) for f in schedule_files or ()]
-        curves = memory_curves(g, names, ctx)
-        curves += [memory_curve(g, run_schedule(g, s, ctx), ctx) for s in saved]
-        progress("drawing", None, None)
-        image = render(g, curves, device, fmt=fmt)
-    write_file(output, image, force=force, protected=(model, *(schedule_files or ())))
+    protected = o.protected(*(schedule_files or ()))
+    check_file(output, force=o.force, protected=protected)
+    names = o.policy_names(default="sequential" if schedule_files else "sequential,asap")
+    with o.session(policies=names) as s:
+        saved = [s.load_schedule(f, any_fusion=True) for f in schedule_files or ()]
+        curves = [s.curve(p) for p in names] + [s.curve(loaded) for loaded in saved]
+        s.progress("drawing", None, None)
+        image = render(s.graph, curves, o.device, fmt=fmt)
+    for loaded in saved:
+        print_notes(loaded.notes)
+    write_file(output, image, force=o.force, protected=protected)
     err.print(f"wrote {output}")

@@ -5,29 +5,8 @@ from __future__ import annotations
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
-    BatchOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ForceOpt,
-    IncludeInputsOpt,
-    IncludeParamsOpt,
-    JsonOpt,
-    MeasuredOpt,
-    ModelArg,
-    OptimizerOpt,
-    ParallelOpt,
-    PolicyOpt,
-    StreamsOpt,
-    TrainOpt,
-    check_file,
-    emit_json,
-    err,
-    load_graph,
-    out,
-    write_file,
-)
-from streamplan.cli.progress import progress_display
+from streamplan.cli.common import check_file, emit_json, err, out, write_file
+from streamplan.cli.options import COUNTED, Given, takes
 
 
 def _solver_help() -> str:
@@ -36,29 +15,26 @@ def _solver_help() -> str:
     return f"rematerialization solver: {', '.join(SOLVERS)}"
 
 
+RematBudgetOpt = typer.Option(
+    ...,
+    "--budget",
+    "-b",
+    help="worst-case peak to fit: bytes, 512MiB, 2GiB, 800MB (10^6 B), or a factor of today's peak (0.4x)",
+)
+RematTimeLimitOpt = typer.Option(
+    10.0, "--time-limit", min=0.01, help="seconds for each solve and each worst-case analysis"
+)
+
+
 @app.command()
+@takes(
+    "model", "budget", "policy", "max_streams", "device", "batch", "dtype", "train", "optimizer", "precision", "attention", "parallel",
+    *COUNTED, "time_limit", "measured", "force", "as_json",
+    budget=RematBudgetOpt, time_limit=RematTimeLimitOpt,
+)  # fmt: skip
 def remat(
-    model: str = ModelArg,
-    budget: str = typer.Option(
-        ...,
-        "--budget",
-        "-b",
-        help="worst-case peak to fit: bytes, 512MiB, 2GiB, or a factor of today's peak (0.4x)",
-    ),
-    policy: str = PolicyOpt,
+    o: Given,
     solver: str = typer.Option("scalable", "--solver", "-s", help=_solver_help()),
-    max_streams: int = StreamsOpt,
-    device: str = DeviceOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    include_inputs: bool = IncludeInputsOpt,
-    include_params: bool = IncludeParamsOpt,
-    time_limit: float = typer.Option(
-        10.0, "--time-limit", min=0.01, help="seconds for each solve and each worst-case analysis"
-    ),
     policy_time_limit: float = typer.Option(
         2.0,
         "--policy-time-limit",
@@ -76,54 +52,36 @@ def remat(
     ),
     output: str | None = typer.Option(None, "-o", "--output", help="rewritten graph JSON to write"),
     schedule_out: str | None = typer.Option(None, "--schedule-out", help="its schedule JSON to write"),
-    measured: str | None = MeasuredOpt,
-    force: bool = ForceOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Fit the worst-case peak of the final multi-stream schedule under a budget, recomputing as little as
     possible: prints the plan; -o saves the rewritten graph, --schedule-out its schedule."""
-    from streamplan.app.analysis import MemoryOptions
-    from streamplan.app.context import make_context
-    from streamplan.app.remat import plan_remat
-    from streamplan.remat.budget import parse_budget
+    from streamplan.ir.serialize import dumps
     from streamplan.remat.solvers import solver_info
     from streamplan.report.remat import remat_lines
     from streamplan.schedule.registry import policy_info
 
-    policy_info(policy)
+    policy_info(o.policy)
     solver_info(solver)
-    parse_budget(budget, baseline_bytes=1)  # a budget that cannot be read fails before any work
+    settings = o.settings(budget=None)  # remat's budget bounds the plan, not a scheduling policy
+    budget = o.settings().budget  # a budget that cannot be read fails before any work
     for path in (output, schedule_out):
         if path:
-            check_file(path, force=force, protected=(model,))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            measured=measured,
-            max_streams=max_streams,
-            time_limit_s=time_limit,
-            progress=progress,
-        )
-        g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer, parallel=parallel)
-        plan = plan_remat(
-            g,
+            check_file(path, force=o.force, protected=o.protected())
+    with o.session(settings) as s:
+        plan = s.remat(
             budget,
-            policy=policy,
+            policy=o.policy,
             solver=solver,
-            ctx=ctx,
-            includes=MemoryOptions(include_inputs, include_params),
             joint=not separate,
             levels=levels,
             rounds=rounds,
             policy_time_limit_s=policy_time_limit,
         )
     if output:
-        from streamplan.ir.serialize import dumps
-
-        write_file(output, dumps(plan.graph), force=force, protected=(model,))
+        write_file(output, dumps(plan.graph), force=o.force, protected=o.protected())
     if schedule_out:
-        write_file(schedule_out, plan.schedule.dumps(), force=force, protected=(model,))
-    if as_json:
+        write_file(schedule_out, plan.schedule.dumps(), force=o.force, protected=o.protected())
+    if o.as_json:
         emit_json(plan.to_dict())
         return
     for line in remat_lines(plan):

@@ -5,266 +5,102 @@ from __future__ import annotations
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
+from streamplan.cli.common import check_file, emit_json, err, out, print_notes, saved_or_policy, write_file
+from streamplan.cli.options import (
+    CAPTURE,
+    COST,
+    COUNTED,
     DEFAULT_POLICIES,
     FUSION_HELP,
     INTERVAL_NOTE,
-    BatchOpt,
-    BudgetFigureOpt,
-    BudgetOpt,
-    CudaGraphsOpt,
-    DeviceOpt,
-    DtypeOpt,
-    ForceOpt,
-    FusionOpt,
-    IncludeInputsOpt,
-    IncludeParamsOpt,
-    JsonOpt,
-    MeasuredOpt,
-    ModelArg,
-    NoCacheOpt,
-    OptimizerOpt,
-    ParallelOpt,
-    PolicyOpt,
-    ScheduleFileOpt,
-    StreamsOpt,
-    TimeLimitOpt,
-    TrainOpt,
-    check_file,
-    emit_json,
-    err,
-    load_graph,
-    load_schedule,
-    out,
-    parse_budget,
-    parse_fusions,
-    parse_policies,
-    run_saved_or_policy,
-    write_file,
+    Given,
+    takes,
 )
-from streamplan.cli.progress import progress_display
-from streamplan.report.units import fmt_ms
 
 
 @app.command()
+@takes("model", "policy", *COST, *CAPTURE, "budget", "budget_figure", "fusion", "force", "as_json")
 def schedule(
-    model: str = ModelArg,
-    policy: str = PolicyOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    device: str = DeviceOpt,
+    o: Given,
     output: str | None = typer.Option(
         None, "-o", "--output", help="schedule JSON to write (with the fingerprint of the graph it is for)"
     ),
-    time_limit: float = TimeLimitOpt,
-    no_cache: bool = NoCacheOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    budget: str | None = BudgetOpt,
-    budget_figure: str = BudgetFigureOpt,
-    force: bool = ForceOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    fusion: str = FusionOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Schedule a model with a policy; print it or save it as JSON."""
-    from streamplan.app.context import make_context
-    from streamplan.fusion.plan import schedule_with_fusion
-    from streamplan.schedule.registry import policy_info
-
-    policy_info(policy)  # an unknown policy fails before the capture
+    settings = o.settings()
+    settings.check_policies([o.policy])  # an unknown policy, or a budget it ignores, fails first
     if output:
-        check_file(output, force=force, protected=(model,))
-    limit = parse_budget(budget, budget_figure, policies=(policy,))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            budget=limit,
-            time_limit_s=time_limit,
-            progress=progress,
-            fusion=fusion,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        progress(f"{policy}: scheduling", None, None)
-        s = schedule_with_fusion(g, policy, ctx).schedule
+        check_file(output, force=o.force, protected=o.protected())
+    with o.session(settings) as s:
+        sched = s.schedule(o.policy).schedule
     if output:
-        write_file(output, s.dumps(), force=force, protected=(model,))
-        if not as_json:
+        write_file(output, sched.dumps(), force=o.force, protected=o.protected())
+        if not o.as_json:
             err.print(
-                f"wrote {output}: {_n(len(s.launch_order), 'op')} on {_n(s.num_streams, 'stream')}, "
-                f"{_n(s.num_events, 'event')}"
+                f"wrote {output}: {_n(len(sched.launch_order), 'op')} on {_n(sched.num_streams, 'stream')}, "
+                f"{_n(sched.num_events, 'event')}"
             )
-    if as_json:
-        emit_json(s.to_dict())
+    if o.as_json:
+        emit_json(sched.to_dict())
     elif not output:
-        out.print(str(s), markup=False)
+        out.print(str(sched), markup=False)
 
 
 @app.command("verify")
+@takes("model", *CAPTURE, "as_json")
 def verify_cmd(
-    model: str = ModelArg,
-    schedule_file: str = typer.Argument(..., help="schedule JSON (`streamplan schedule -o FILE`)"),
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    as_json: bool = JsonOpt,
+    o: Given, schedule_file: str = typer.Argument(..., help="schedule JSON (`streamplan schedule -o FILE`)")
 ) -> None:
     """Check a saved schedule against a model: exit 0 if valid, 1 naming the problem otherwise."""
-    from streamplan.fusion.plan import graph_for_schedule, is_fused
-    from streamplan.ir.fingerprint import fingerprint_mismatch
-    from streamplan.ir.schedule import StreamSchedule, structure_problems
-    from streamplan.schedule.verify import check_schedule
+    from streamplan.ir.schedule import StreamSchedule
 
-    s = StreamSchedule.load(schedule_file)
-    with progress_display(err) as progress:
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        progress("verifying", None, None)
-        mismatch = fingerprint_mismatch(s.meta, g)
-        # made for another graph: say that in one line rather than list every unknown op
-        if mismatch and structure_problems(g, s) and not is_fused(s):
-            problems = [mismatch]
-        else:  # the kernels, for a schedule of fused kernels
-            problems = check_schedule(graph_for_schedule(g, s).graph, s)
-    if as_json:
-        emit_json({"valid": not problems, "problems": problems})
-    elif problems:
+    StreamSchedule.load(schedule_file)  # an unreadable file fails before the capture
+    with o.session() as s:
+        check = s.verify(schedule_file)
+    if o.as_json:
+        emit_json(check.to_dict())
+    elif check.problems:
         err.print(f"invalid schedule {schedule_file}:", markup=False)
-        for p in problems[:20]:
+        for p in check.problems[:20]:
             err.print(f"  {p}", markup=False)
-        if len(problems) > 20:
-            err.print(f"  ... and {len(problems) - 20} more")
+        if len(check.problems) > 20:
+            err.print(f"  ... and {len(check.problems) - 20} more")
     else:
-        out.print(f"valid: {len(s.launch_order)} ops, {s.num_streams} streams, {s.num_events} events")
-    raise typer.Exit(1 if problems else 0)
+        out.print(str(check), markup=False)
+    raise typer.Exit(0 if check.valid else 1)
 
 
 @app.command()
+@takes(
+    "model", "policy", "schedule_file", *COST, "measured", *CAPTURE, "budget", "fusion", "force", "as_json"
+)
 def simulate(
-    model: str = ModelArg,
-    policy: str = PolicyOpt,
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
-    schedule_file: str | None = ScheduleFileOpt,
+    o: Given,
     trace: str | None = typer.Option(
         None, "--trace", help="write the simulated timeline as a Perfetto/Chrome trace JSON"
     ),
-    force: bool = ForceOpt,
-    measured: str | None = MeasuredOpt,
-    time_limit: float = TimeLimitOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    budget: str | None = BudgetOpt,
-    fusion: str = FusionOpt,
-    as_json: bool = JsonOpt,
 ) -> None:
     """Simulate a schedule on a device profile: makespan and per-stream busy time."""
-    from streamplan.app.context import MeasuredCoverage, make_context
-    from streamplan.fusion.transform import kernel_count
+    from streamplan.app.simulation import SimulationReport
     from streamplan.report.trace import dumps_trace
+    from streamplan.report.views import simulation_lines
 
     if trace:
-        check_file(trace, force=force, protected=(model,))
-    limit = parse_budget(budget, policies=(policy,))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            measured=measured,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            budget=limit,
-            time_limit_s=time_limit,
-            progress=progress,
-            fusion=fusion,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        run = run_saved_or_policy(g, policy, schedule_file, ctx, fusion=fusion)
-    s, tl = run.schedule, run.timeline
+        check_file(trace, force=o.force, protected=o.protected())
+    with o.session(policies=[o.policy]) as s:
+        run = saved_or_policy(s, o)
+        report = SimulationReport.of(s.graph, run, s.cost, device=o.device, cuda_graphs=o.cuda_graphs)
     if trace:
         from streamplan.memory.simulated import simulated_memory
 
-        live = simulated_memory(run.scheduled_graph(g), s, tl).samples
-        write_file(
-            trace,
-            dumps_trace(tl, name=f"{g.name} {s.policy}", live_bytes=live),
-            force=force,
-            protected=(model,),
-        )
-    coverage = MeasuredCoverage.of(ctx.cost)
-    result = {
-        "model": g.name,
-        "policy": s.policy,
-        "device": device,
-        "cuda_graphs": cuda_graphs,
-        "streams": s.num_streams,
-        "events": s.num_events,
-        "makespan_ms": tl.makespan_ms,
-        "stream_busy_ms": {str(k): v for k, v in sorted(tl.stream_busy_ms.items())},
-        "fusion": run.fusion_mode,
-        "kernels": kernel_count(run.scheduled_graph(g)),
-    }
-    if coverage is not None:
-        result["measured"] = coverage.to_dict()
-    comm = None
-    if any(n.op.startswith("comm.") for n in run.scheduled_graph(g).nodes):
-        from streamplan.cost.overlap import comm_overlap
-
-        comm = comm_overlap(run.scheduled_graph(g), tl)
-        result["communication"] = comm.to_dict()
-    if as_json:
-        emit_json(result)
+        live = simulated_memory(run.scheduled_graph(s.graph), run.schedule, run.timeline).samples
+        text = dumps_trace(run.timeline, name=f"{s.graph.name} {run.policy}", live_bytes=live)
+        write_file(trace, text, force=o.force, protected=o.protected())
+    if o.as_json:
+        emit_json(report.to_dict())
         return
-    fused = f", fusion {run.fusion_mode} ({result['kernels']} kernels)" if run.fusion is not None else ""
-    out.print(
-        f"{g.name} / {s.policy} on {device}{' (CUDA graph)' if cuda_graphs else ''}: makespan {fmt_ms(tl.makespan_ms)}, "
-        f"{s.num_streams} streams, {s.num_events} events{fused}"
-    )
-    for k, v in sorted(tl.stream_busy_ms.items()):
-        out.print(
-            f"  stream {k}: busy {fmt_ms(v)} ({100 * v / tl.makespan_ms if tl.makespan_ms else 0:.0f}%)"
-        )
-    if coverage is not None:
-        out.print(f"  {coverage.text()}")
-    if comm is not None:
-        out.print(f"  {comm}")
+    for line in simulation_lines(report):
+        out.print(line)
     if trace:
         err.print(f"wrote {trace} (open in ui.perfetto.dev)")
 
@@ -275,7 +111,7 @@ COMPARE_HELP = f"""Compare policies side by side: streams, events, simulated lat
 Latency table:
   streams, events  CUDA streams used, and events recorded for cross-stream waits
   latency          simulated makespan on the --device profile
-  speedup          sequential's latency divided by this row's
+  speedup          sequential's latency (of the same fusion) divided by this row's
   search           seconds the policy took to find its schedule
 Memory table (MiB = 2^20 B; docs/memory.md explains each figure):
   host-order       peak of a program-order estimate (launch order, no concurrency)
@@ -286,102 +122,61 @@ Memory table (MiB = 2^20 B; docs/memory.md explains each figure):
 
 {INTERVAL_NOTE[0].upper() + INTERVAL_NOTE[1:]}."""
 
+PoliciesOpt = typer.Option(
+    None,
+    "--policies",
+    help=f"comma-separated policies; default {DEFAULT_POLICIES} (sequential alone with --schedule)",
+)
+FusionsOpt = typer.Option(
+    "none", "--fusion", help="fusion modes to compare, comma-separated, or all (" + FUSION_HELP + ")"
+)
+
 
 @app.command(help=COMPARE_HELP)
+@takes(
+    "model", "policies", *COST, *CAPTURE, *COUNTED, "budget", "fusion", "as_json",
+    policies=PoliciesOpt, fusion=FusionsOpt,
+)  # fmt: skip
 def compare(
-    model: str = ModelArg,
-    policies: list[str] | None = typer.Option(
-        None,
-        "--policies",
-        help=f"comma-separated policies; default {DEFAULT_POLICIES} (sequential alone with --schedule)",
-    ),
+    o: Given,
     schedule_files: list[str] | None = typer.Option(
         None, "--schedule", help="also compare a saved schedule (repeatable), one row per file"
     ),
-    device: str = DeviceOpt,
-    max_streams: int = StreamsOpt,
-    batch: int | None = BatchOpt,
-    dtype: str | None = DtypeOpt,
     memory: bool = typer.Option(True, "--memory/--no-memory", help="also compute every memory figure"),
-    include_inputs: bool = IncludeInputsOpt,
-    include_params: bool = IncludeParamsOpt,
-    time_limit: float = TimeLimitOpt,
-    no_cache: bool = NoCacheOpt,
-    train: bool = TrainOpt,
-    parallel: str | None = ParallelOpt,
-    optimizer: str = OptimizerOpt,
-    cuda_graphs: bool = CudaGraphsOpt,
-    budget: str | None = BudgetOpt,
-    fusion: str = typer.Option(
-        "none", "--fusion", help="fusion modes to compare, comma-separated, or all (" + FUSION_HELP + ")"
-    ),
-    as_json: bool = JsonOpt,
 ) -> None:
-    from streamplan.app.analysis import MemoryOptions, compare_policies
-    from streamplan.app.context import make_context
     from streamplan.report.tables import compare_table
+    from streamplan.report.views import training_answer_lines
 
-    names = parse_policies(policies, default="sequential" if schedule_files else DEFAULT_POLICIES)
-    modes = parse_fusions(fusion)
-    includes = MemoryOptions(include_inputs, include_params)
-    limit = parse_budget(budget, policies=tuple(names))
-    with progress_display(err) as progress:
-        ctx = make_context(
-            device=device,
-            cuda_graphs=cuda_graphs,
-            max_streams=max_streams,
-            budget=limit,
-            time_limit_s=time_limit,
-            progress=progress,
-        )
-        g = load_graph(
-            model,
-            batch,
-            dtype,
-            progress,
-            no_cache=no_cache,
-            train=train,
-            optimizer=optimizer,
-            parallel=parallel,
-        )
-        saved = [(f, load_schedule(f, g)) for f in schedule_files or ()]
-        rows = compare_policies(
-            g, names, ctx, memory=memory, includes=includes, schedules=saved, fusions=modes
-        )
-    answer = None
-    if g.is_training:
-        from streamplan.app.training import training_answer
-
-        answer = training_answer(rows)
-    if as_json:
+    names = o.policy_names(default="sequential" if schedule_files else DEFAULT_POLICIES)
+    settings = o.settings()
+    with o.session(settings, policies=names) as s:
+        saved = [s.load_schedule(f, any_fusion=True) for f in schedule_files or ()]
+        result = s.compare(names, memory=memory, schedules=saved, fusions=o.fusions())
+    print_notes(result.notes)
+    rows, includes = result.rows, settings.includes.brief()
+    if o.as_json:
         emit_json(
             {
-                "model": g.name,
-                "device": device,
-                "batch": g.meta.get("batch"),  # what the graph was built at (null: unknown)
-                "train": g.is_training,
-                "cuda_graphs": cuda_graphs,
-                "memory_includes": includes.describe(),
+                "model": s.graph.name,
+                "device": o.device,
+                "batch": s.graph.meta.get("batch"),  # what the graph was built at (null: unknown)
+                "train": s.graph.is_training,
+                "cuda_graphs": o.cuda_graphs,
+                "memory_includes": includes,
                 "rows": [r.to_dict() for r in rows],
-                **({"training_peak": answer.to_dict()} if answer is not None else {}),
+                **({"training_peak": result.answer.to_dict()} if result.answer is not None else {}),
             }
         )
         return
-    out.print(
-        compare_table(
-            g, rows, device + (" as CUDA graphs" if cuda_graphs else ""), memory, includes.describe()
-        )
-    )
+    device = o.device + (" as CUDA graphs" if o.cuda_graphs else "")
+    out.print(compare_table(s.graph, rows, device, memory, includes))
     for r in rows:
         if r.error:
             out.print(f"{r.policy}: {r.error}", markup=False)
     if memory and any(r.memory is not None and not r.memory.worst_case.exact for r in rows):
         out.print(f"note: {INTERVAL_NOTE}.", markup=False)
-    if answer is not None:
-        from streamplan.report.views import training_answer_lines
-
-        for line in training_answer_lines(answer):
-            out.print(line, markup=False)
+    for line in training_answer_lines(result.answer) if result.answer is not None else ():
+        out.print(line, markup=False)
 
 
 def _n(k: int, noun: str) -> str:

@@ -10,32 +10,27 @@ from typing import TYPE_CHECKING
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import (
-    ForceOpt,
-    JsonOpt,
-    check_file,
-    emit_json,
-    err,
-    out,
-    parse_fusions,
-    write_file,
-)
+from streamplan.cli.common import check_file, emit_json, err, out, write_file
 from streamplan.cli.errors import EXIT_INTERRUPTED
+from streamplan.cli.options import COUNTED, Given, parse_fusions, takes
 from streamplan.cli.progress import progress_display
 from streamplan.errors import FileFormatError, ModelSpecError
+from streamplan.ir.includes import Includes
 
 if TYPE_CHECKING:
-    from streamplan.sweep import Engine, SweepSettings
+    from streamplan.sweep import Engine, SweepResult, SweepSettings, SweepSpec  # noqa: F811
 
 JOURNAL_SUFFIXES = (".jsonl", ".ndjson")
 
 
-def _list(help_text: str, flag: str) -> typer.models.OptionInfo:
-    return typer.Option(None, flag, help=f"{help_text} (comma-separated, or repeat the option)")
+def _list(help_text: str, *flags: str) -> typer.models.OptionInfo:
+    return typer.Option(None, *flags, help=f"{help_text} (comma-separated, or repeat the option)")
 
 
 @app.command()
+@takes(*COUNTED, "force", "as_json")
 def sweep(
+    o: Given,
     models: list[str] | None = _list(
         "model specs: zoo names, random:N[:seed], graph.json, file.py:fn", "--models"
     ),
@@ -51,11 +46,10 @@ def sweep(
     train: bool = typer.Option(
         False, "--train", help="training steps (forward, loss, backward, update) instead of inference"
     ),
-    optimizers: list[str] | None = typer.Option(
-        None,
+    optimizers: list[str] | None = _list(
+        "the training step's updates: none, sgd, momentum, adam (needs --train)",
         "--optimizers",
         "--optimizer",
-        help="the training step's updates: none, sgd, momentum, adam, adamw (comma-separated; needs --train)",
     ),
     cuda_graphs: bool = typer.Option(
         False, "--cuda-graphs", help="cost each schedule replayed as one CUDA graph (no launch overhead)"
@@ -90,7 +84,6 @@ def sweep(
         "PREFIX-pareto.png (latency vs worst-case peak across policies and budgets)",
     ),
     plot_format: str = typer.Option("png", "--plot-format", help="png, svg or pdf"),
-    force: bool = ForceOpt,
     ray: bool = typer.Option(
         False,
         "--ray",
@@ -105,21 +98,14 @@ def sweep(
         None, "--workers", min=1, help="worker processes (default: one per core)"
     ),
     no_memory: bool = typer.Option(False, "--no-memory", help="skip the memory figures (latency only)"),
-    include_inputs: bool = typer.Option(
-        False, "--include-inputs", help="count graph inputs in memory figures"
-    ),
-    include_params: bool = typer.Option(
-        False, "--include-params", help="count params/buffers in memory figures"
-    ),
     time_limit: float | None = typer.Option(
         None, "--time-limit", min=0.001, help="seconds per search (default 10)"
     ),
-    as_json: bool = JsonOpt,
 ) -> None:
     """Run compare over every combination of the axes, locally or on Ray; resumable JSON Lines rows."""
-    from streamplan.report.sweep import FORMATS, PLOTS, failures, render, summary_table
-    from streamplan.sweep import SweepInterrupted, SweepMismatchError, SweepSettings, SweepSpec, run_sweep
-    from streamplan.sweep.export import check_parquet, to_csv, to_parquet
+    from streamplan.report.sweep import FORMATS, PLOTS
+    from streamplan.sweep import SweepSettings, SweepSpec
+    from streamplan.sweep.export import check_parquet
     from streamplan.sweep.sweep_file import load_sweep_file
 
     axes, settings = load_sweep_file(sweep_file) if sweep_file else ({}, None)
@@ -129,7 +115,9 @@ def sweep(
     axes.update({k: ",".join(v) for k, v in given.items() if v})
     axes.update({k: [True] for k, on in (("train", train), ("cuda_graphs", cuda_graphs)) if on})
     spec = SweepSpec.of(**axes)
-    settings = _settings(settings or SweepSettings(), no_memory, include_inputs, include_params, time_limit)
+    settings = _settings(
+        settings or SweepSettings(), no_memory, o.include_inputs, o.include_params, time_limit
+    )
     if plot_format not in FORMATS:
         raise ModelSpecError(f"unknown plot format {plot_format!r}", hint=f"use one of {', '.join(FORMATS)}")
     if output:
@@ -137,23 +125,27 @@ def sweep(
     protected = tuple(p for p in (output, sweep_file) if p)
     exports = [(p, f) for p, f in ((csv_out, "csv"), (parquet_out, "parquet")) if p]
     plot_files = {what: f"{plots}-{what}.{plot_format}" for what in PLOTS} if plots else {}
-    for path, _ in exports:
-        check_file(path, force=force, protected=protected)
-    for path in plot_files.values():
-        check_file(path, force=force, protected=protected)
+    for path in [p for p, _ in exports] + list(plot_files.values()):
+        check_file(path, force=o.force, protected=protected)
     if parquet_out:
         check_parquet()
     engine = _engine(ray or ray_address is not None, ray_address, workers)
+    result = _run(spec, settings, output, engine, restart=restart, retry_failed=retry_failed)
+    _write(result, exports, plot_files, plot_format, force=o.force)
+    if o.as_json:
+        emit_json(result.to_dict())
+        return
+    _print(result, output, [p for p, _ in exports] + list(plot_files.values()))
+
+
+def _run(spec: SweepSpec, settings: SweepSettings, output: str | None, engine: Engine, **resume: bool):
+    """The sweep's rows; Ctrl-C keeps every finished row and ends with the interrupted status."""
+    from streamplan.sweep import SweepInterrupted, SweepMismatchError, run_sweep
+
     try:
         with progress_display(err, eta=True) as progress:
-            result = run_sweep(
-                spec,
-                settings=settings,
-                output=output,
-                engine=engine,
-                progress=progress,
-                restart=restart,
-                retry_failed=retry_failed,
+            return run_sweep(
+                spec, settings=settings, output=output, engine=engine, progress=progress, **resume
             )
     except SweepMismatchError as e:
         e.hint = "choose another output file, or pass --restart to discard its rows"
@@ -163,13 +155,24 @@ def sweep(
         kept = f"; every finished row is in {output}: run the same command again to resume" if output else ""
         err.print(f"interrupted: {len(r.rows)} of {r.total} rows finished{kept}", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _write(
+    result: SweepResult, exports, plot_files: dict[str, str], plot_format: str, *, force: bool
+) -> None:
+    """The tables (CSV, Parquet) and plots asked for, once the sweep is done."""
+    from streamplan.report.sweep import render
+    from streamplan.sweep.export import to_csv, to_parquet
+
     for path, fmt in exports:
         write_file(path, to_csv(result.rows) if fmt == "csv" else to_parquet(result.rows), force=force)
     for what, path in plot_files.items():
         write_file(path, render(result.rows, what, fmt=plot_format), force=force)
-    if as_json:
-        emit_json(result.to_dict())
-        return
+
+
+def _print(result: SweepResult, output: str | None, written: list[str]) -> None:
+    from streamplan.report.sweep import failures, summary_table
+
     out.print(summary_table(result.rows, title=Path(output).name if output else "sweep"))
     for line in failures(result.rows):
         out.print(f"[red]failed[/red] {line}", highlight=False)
@@ -179,7 +182,7 @@ def sweep(
         f"{result.failed} failed) in {result.elapsed_s:.1f} s",
         markup=False,
     )
-    for path in [p for p, _ in exports] + list(plot_files.values()):
+    for path in written:
         err.print(f"wrote {path}", markup=False)
 
 
@@ -189,10 +192,8 @@ def _settings(
     changes: dict[str, object] = {}
     if no_memory:
         changes["memory"] = False
-    if inputs:
-        changes["include_inputs"] = True
-    if params:
-        changes["include_params"] = True
+    if inputs or params:
+        changes["includes"] = Includes(inputs or base.includes.inputs, params or base.includes.params)
     if time_limit is not None:
         changes["time_limit_s"] = time_limit
     return dataclasses.replace(base, **changes)

@@ -267,9 +267,7 @@ def _header(
         f"{waits} cross-stream waits",
     ]
     kernels = [n for n in graph.nodes if is_fused(n)]
-    mode = (
-        schedule.meta.get("fusion", {}).get("mode") if isinstance(schedule.meta.get("fusion"), dict) else None
-    )
+    mode = None if schedule.fusion is None else schedule.fusion.mode.value
     if kernels or mode:
         folds = sum(1 for n in kernels if folded_pair(n) is not None)
         lines.append(

@@ -28,6 +28,7 @@ from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import FileFormatError
+from streamplan.ir.frozen import FrozenDict, freeze
 from streamplan.ir.fused import fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 
@@ -72,9 +73,14 @@ class MeasuredTable:
     """
 
     device: str
-    ops: dict[str, float] = field(default_factory=dict)
-    scratch_bytes: dict[str, int] = field(default_factory=dict)
+    ops: Mapping[str, float] = field(default_factory=FrozenDict)
+    scratch_bytes: Mapping[str, int] = field(default_factory=FrozenDict)
     stream_workspace_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        # read-only, so that a table is a value (a cost model over it can be compared and hashed)
+        object.__setattr__(self, "ops", freeze(self.ops))
+        object.__setattr__(self, "scratch_bytes", freeze(self.scratch_bytes))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,8 +166,21 @@ class MeasuredCostModel(CostModel):
         self.table = table
         self.fallback = resolve_cost(fallback, default=table.device or "v100", cuda_graphs=cuda_graphs)
         self.device_name = table.device or self.fallback.device_name
-        self.hits = 0
-        self.misses = 0
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and self.table == other.table  # type: ignore[attr-defined]
+            and self.fallback == other.fallback  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.table, self.fallback))
+
+    def coverage(self, graph: Graph) -> tuple[int, int]:
+        """How many of ``graph``'s ops the table times, and how many come from the fallback."""
+        hits = sum(1 for n in graph.nodes if op_signature(graph, n) in self.table.ops)
+        return hits, len(graph.nodes) - hits
 
     @property
     def device_facts(self) -> DeviceFacts:
@@ -170,9 +189,7 @@ class MeasuredCostModel(CostModel):
     def op_time_ms(self, graph: Graph, node: Node) -> float:
         t = self.table.ops.get(op_signature(graph, node))
         if t is None:
-            self.misses += 1
             return self.fallback.op_time_ms(graph, node)
-        self.hits += 1
         fb = self.fallback
         if t > 0 and isinstance(fb, AnalyticCostModel) and fb.cuda_graphs and fb.is_kernel(graph, node):
             # the table timed the kernel launched on a stream: swap that launch's fixed time for the node's

@@ -223,6 +223,20 @@ class AnalyticCostModel(CostModel):
             )
         self.cuda_graphs = bool(cuda_graphs)
 
+    # a model of a profile is a value: two models of equal profiles and mode cost every op alike
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and self.device == other.device  # type: ignore[attr-defined]
+            and self.cuda_graphs == other.cuda_graphs  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.device, self.cuda_graphs))
+
+    def __repr__(self) -> str:
+        return f"AnalyticCostModel({self.device_name!r}, cuda_graphs={self.cuda_graphs})"
+
     @property
     def device_facts(self) -> DeviceFacts:
         return DeviceFacts.of(self.device, self.cuda_graphs)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from streamplan.ir.frozen import FrozenDict, deep_freeze, freeze
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,9 +26,15 @@ class Timeline:
 
     spans: tuple[OpSpan, ...]
     makespan_ms: float
-    stream_busy_ms: dict[int, float]
+    stream_busy_ms: Mapping[int, float]
     device: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=FrozenDict)
+
+    def __post_init__(self) -> None:
+        # read-only, so that a timeline is a value (results holding one can be hashed)
+        object.__setattr__(self, "spans", tuple(self.spans))
+        object.__setattr__(self, "stream_busy_ms", freeze(self.stream_busy_ms))
+        object.__setattr__(self, "meta", deep_freeze(self.meta))
 
     def span(self, op: str) -> OpSpan:
         for s in self.spans:

@@ -9,8 +9,8 @@
   in order are fused; the schedule is carried over to the kernels, so everything the
   schedule ran in parallel still runs in parallel.
 
-The schedule records how it was fused (``meta["fusion"]``), so a saved schedule
-rebuilds its kernels from the model alone (``graph_for_schedule``).
+The schedule records how it was fused (``StreamSchedule.fusion``, a ``FusionRecord``), so a
+saved schedule rebuilds its kernels from the model alone (``graph_for_schedule``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from streamplan.fusion.transform import FusionResult, fuse, refuse, schedule_ont
 from streamplan.ir.fingerprint import META_KEY as FINGERPRINT_KEY
 from streamplan.ir.fingerprint import graph_fingerprint
 from streamplan.ir.graph import Graph
-from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.schedule import Fusion, StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.registry import make_schedule
 
@@ -57,7 +57,7 @@ def _first(graph: Graph, policy: str, ctx: ScheduleContext, rules: FusionRules) 
     result = fuse(graph, rules)
     fuse_s = time.perf_counter() - t0
     schedule = make_schedule(result.graph, policy, ctx)
-    return FusedSchedule(result.graph, _recorded(schedule, result, "first", fuse_s, graph), result)
+    return FusedSchedule(result.graph, _recorded(schedule, result, Fusion.FIRST, fuse_s, graph), result)
 
 
 def _stream_aware(graph: Graph, policy: str, ctx: ScheduleContext, rules: FusionRules) -> FusedSchedule:
@@ -67,26 +67,23 @@ def _stream_aware(graph: Graph, policy: str, ctx: ScheduleContext, rules: Fusion
     result = fuse(graph, rules, schedule=schedule)
     mapped = schedule_onto(result, schedule)
     fuse_s = time.perf_counter() - t0
-    return FusedSchedule(result.graph, _recorded(mapped, result, "stream-aware", fuse_s, graph), result)
+    return FusedSchedule(result.graph, _recorded(mapped, result, Fusion.STREAM_AWARE, fuse_s, graph), result)
 
 
-_MODES: dict[str, Callable[[Graph, str, ScheduleContext, FusionRules], FusedSchedule]] = {
-    "none": _none,
-    "first": _first,
-    "stream-aware": _stream_aware,
+_MODES: dict[Fusion, Callable[[Graph, str, ScheduleContext, FusionRules], FusedSchedule]] = {
+    Fusion.NONE: _none,
+    Fusion.FIRST: _first,
+    Fusion.STREAM_AWARE: _stream_aware,
 }
 
 
 def _recorded(
-    schedule: StreamSchedule, result: FusionResult, mode: str, fuse_s: float, source: Graph
+    schedule: StreamSchedule, result: FusionResult, mode: Fusion, fuse_s: float, source: Graph
 ) -> StreamSchedule:
     """The schedule with its fusion record, and the fingerprint of the model's graph (the
     kernels are rebuilt from it, so a saved schedule belongs to the model, not the kernels)."""
-    return schedule.with_meta(
-        fusion={"mode": mode, **result.to_dict()},
-        fusion_time_s=fuse_s,
-        **{FINGERPRINT_KEY: graph_fingerprint(source)},
-    )
+    meta = {**schedule.meta, "fusion_time_s": fuse_s, FINGERPRINT_KEY: graph_fingerprint(source)}
+    return schedule.replace(fusion=result.record(mode), meta=meta)
 
 
 def schedule_same_kernels(
@@ -99,24 +96,25 @@ def schedule_same_kernels(
     they were not made for these kernels).
     """
     ctx = ctx or DEFAULT_CONTEXT
-    return _SAME_KERNELS[fusion_mode(planned.schedule)](source, planned, policy, ctx.replace(fusion="none"))
+    mode = planned.schedule.fusion_mode
+    return _SAME_KERNELS[mode](source, planned, policy, ctx.replace(fusion=Fusion.NONE))
 
 
-_SAME_KERNELS: dict[str, Callable[[Graph, FusedSchedule, str, ScheduleContext], StreamSchedule]] = {
-    "none": lambda source, planned, policy, ctx: make_schedule(source, policy, ctx),
-    "first": lambda source, planned, policy, ctx: make_schedule(planned.graph, policy, ctx),
-    "stream-aware": lambda source, planned, policy, ctx: schedule_onto(
+_SAME_KERNELS: dict[Fusion, Callable[[Graph, FusedSchedule, str, ScheduleContext], StreamSchedule]] = {
+    Fusion.NONE: lambda source, planned, policy, ctx: make_schedule(source, policy, ctx),
+    Fusion.FIRST: lambda source, planned, policy, ctx: make_schedule(planned.graph, policy, ctx),
+    Fusion.STREAM_AWARE: lambda source, planned, policy, ctx: schedule_onto(
         planned.fusion, make_schedule(source, policy, ctx), keep_barriers=False
     ),
 }
 
 
-_FUSES_BEFORE_SCHEDULING = {"none": False, "first": True, "stream-aware": False}
+_FUSES_BEFORE_SCHEDULING = {Fusion.NONE: False, Fusion.FIRST: True, Fusion.STREAM_AWARE: False}
 
 
 def fuses(mode: str) -> bool:
     """Whether the fusion mode ``mode`` runs fused kernels (every mode but ``none``)."""
-    return mode != "none"
+    return mode != Fusion.NONE
 
 
 def fuses_after_scheduling(mode: str) -> bool:
@@ -125,28 +123,16 @@ def fuses_after_scheduling(mode: str) -> bool:
     return mode in _MODES and not _FUSES_BEFORE_SCHEDULING[mode] and fuses(mode)
 
 
-def is_fused(schedule: StreamSchedule) -> bool:
-    """Whether ``schedule`` runs fused kernels (it carries a fusion record)."""
-    return isinstance(schedule.meta.get("fusion"), dict)
-
-
 def fuses_before_scheduling(schedule: StreamSchedule) -> bool:
     """Whether ``schedule`` was made for kernels fused before scheduling (so fusion could merge
     branches the policy would have run in parallel)."""
-    return _FUSES_BEFORE_SCHEDULING[fusion_mode(schedule)]
-
-
-def fusion_mode(schedule: StreamSchedule) -> str:
-    """How ``schedule`` was fused (``none`` when it runs the ops as captured)."""
-    record = schedule.meta.get("fusion")
-    return str(record.get("mode", "none")) if isinstance(record, dict) else "none"
+    return _FUSES_BEFORE_SCHEDULING[schedule.fusion_mode]
 
 
 def graph_for_schedule(graph: Graph, schedule: StreamSchedule) -> FusedSchedule:
     """The graph a (saved) schedule runs: ``graph`` itself, or its kernels rebuilt from the
     schedule's fusion record. The schedule is not verified here."""
-    record = schedule.meta.get("fusion")
-    if not isinstance(record, dict):
+    if schedule.fusion is None:
         return FusedSchedule(graph, schedule)
-    result = refuse(graph, record, source=f"schedule {schedule.policy} of {graph.name}")
+    result = refuse(graph, schedule.fusion, source=f"schedule {schedule.policy} of {graph.name}")
     return FusedSchedule(result.graph, schedule, result)

@@ -23,7 +23,7 @@ from streamplan.fusion.rules import INDUCTOR_RULES, FusionRules
 from streamplan.ir.frozen import freeze
 from streamplan.ir.fused import is_concat_in_place
 from streamplan.ir.graph import Graph
-from streamplan.ir.schedule import StreamSchedule
+from streamplan.ir.schedule import Fusion, FusionRecord, StreamSchedule
 from streamplan.schedule.events import derive_waits
 from streamplan.schedule.verify import verify_schedule
 
@@ -72,15 +72,16 @@ class FusionResult:
     def kernels_after(self) -> int:
         return kernel_count(self.graph)
 
-    def to_dict(self) -> dict[str, Any]:
-        """What a saved schedule keeps to rebuild the fused graph (``refuse``)."""
-        return {
-            "rules": self.rules.to_dict(),
-            "duplicates": dict(self.duplicates),
-            "groups": {k: list(v) for k, v in self.groups.items()},
-            "folds": {k: list(v) for k, v in self.folds.items()},
-            "concats_in_place": list(self.concats_in_place),
-        }
+    def record(self, mode: Fusion) -> FusionRecord:
+        """What a schedule of these kernels keeps to rebuild them from the model (``refuse``)."""
+        return FusionRecord(
+            mode=mode,
+            groups=self.groups,
+            rules=self.rules.to_dict(),
+            folds=self.folds,
+            duplicates=self.duplicates,
+            concats_in_place=self.concats_in_place,
+        )
 
     def summary(self) -> dict[str, Any]:
         """Counts for reports: ops and kernels before and after."""
@@ -133,16 +134,13 @@ def _result(
     return FusionResult(source, fused, rules, parts, concats, folds, duplicates, base)
 
 
-def refuse(graph: Graph, saved: Mapping[str, Any], *, source: str = "schedule") -> FusionResult:
-    """Rebuild a fused graph from what ``FusionResult.to_dict`` saved (in a schedule's meta)."""
-    try:
-        rules = FusionRules.from_dict(dict(saved["rules"]), source=source)
-        groups = {str(k): tuple(str(p) for p in v) for k, v in dict(saved["groups"]).items()}
-        folds = {str(k): (str(v[0]), str(v[1])) for k, v in dict(saved.get("folds", {})).items()}
-        concats = frozenset(str(c) for c in saved.get("concats_in_place", ()))
-        duplicates = {str(k): str(v) for k, v in dict(saved.get("duplicates", {})).items()}
-    except (KeyError, TypeError, ValueError, IndexError) as e:
-        raise ScheduleError(f"malformed fusion record ({type(e).__name__}: {e})", where=source) from None
+def refuse(graph: Graph, saved: FusionRecord, *, source: str = "schedule") -> FusionResult:
+    """Rebuild a fused graph from a schedule's fusion record (``FusionResult.record``)."""
+    rules = FusionRules.from_dict(dict(saved.rules), source=source)
+    groups = dict(saved.groups)
+    folds = dict(saved.folds)
+    concats = frozenset(saved.concats_in_place)
+    duplicates = dict(saved.duplicates)
     grouped = [p for ps in groups.values() for p in ps]
     named = set(grouped) | concats | set(duplicates) | set(duplicates.values())
     unknown = sorted(named - set(graph.node_ids))

@@ -51,6 +51,18 @@ class FrozenDict(dict[K, V]):
         return f"FrozenDict({dict.__repr__(self)})"
 
 
+def deep_freeze(x: Any) -> Any:
+    """``x`` with every dict inside it a ``FrozenDict`` and every list a tuple (a value that
+    can be hashed, as results are; JSON writes it as before)."""
+    if isinstance(x, Mapping):
+        return FrozenDict({k: deep_freeze(v) for k, v in x.items()})
+    if isinstance(x, (list, tuple)):
+        return tuple(deep_freeze(v) for v in x)
+    if isinstance(x, set):
+        return frozenset(deep_freeze(v) for v in x)
+    return x
+
+
 def freeze(mapping: Mapping[K, V] | None) -> FrozenDict[K, V]:
     """``mapping`` as a ``FrozenDict`` (the same object when it already is one)."""
     if isinstance(mapping, FrozenDict):

@@ -59,6 +59,70 @@ class Fusion(StrEnum):
             ) from None
 
 
+@dataclass(frozen=True)
+class FusionRecord:
+    """How a schedule's kernels were made from the model's ops: the fusion ``mode`` and what
+    rebuilds the kernels from the model alone (``streamplan.fusion.transform.refuse``).
+
+    ``groups`` maps each fused kernel's id to the ops it runs (in order); ``folds`` the
+    (convolution, batch-norm) pair a kernel folds; ``duplicates`` each op dropped as a repeat
+    of an earlier identical op; ``concats_in_place`` the concatenations written in place;
+    ``rules`` the fusion rules (``FusionRules.to_dict``).
+    """
+
+    mode: Fusion
+    groups: Mapping[str, tuple[str, ...]]
+    rules: Mapping[str, Any] = field(default_factory=FrozenDict)
+    folds: Mapping[str, tuple[str, str]] = field(default_factory=FrozenDict)
+    duplicates: Mapping[str, str] = field(default_factory=FrozenDict)
+    concats_in_place: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "mode", Fusion.parse(self.mode))
+        set_(self, "groups", FrozenDict({str(k): tuple(map(str, v)) for k, v in self.groups.items()}))
+        set_(self, "rules", freeze(dict(self.rules)))
+        set_(self, "folds", FrozenDict({str(k): (str(v[0]), str(v[1])) for k, v in self.folds.items()}))
+        set_(self, "duplicates", FrozenDict({str(k): str(v) for k, v in self.duplicates.items()}))
+        set_(self, "concats_in_place", tuple(map(str, self.concats_in_place)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode.value,
+            "rules": _thaw(self.rules),
+            "duplicates": dict(self.duplicates),
+            "groups": {k: list(v) for k, v in self.groups.items()},
+            "folds": {k: list(v) for k, v in self.folds.items()},
+            "concats_in_place": list(self.concats_in_place),
+        }
+
+    @staticmethod
+    def from_dict(data: Any, *, source: str = "<dict>") -> FusionRecord:
+        """A record as ``to_dict`` wrote it (``ScheduleError`` naming ``source`` when malformed)."""
+        try:
+            if not isinstance(data, Mapping):
+                raise TypeError("the record is not an object")
+            return FusionRecord(
+                mode=data["mode"],
+                groups=dict(data["groups"]),
+                rules=dict(data["rules"]),
+                folds=dict(data.get("folds", {})),
+                duplicates=dict(data.get("duplicates", {})),
+                concats_in_place=tuple(data.get("concats_in_place", ())),
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise ScheduleError(f"malformed fusion record ({type(e).__name__}: {e})", where=source) from None
+
+
+def _thaw(x: Any) -> Any:
+    """Plain dicts and lists for JSON (a frozen mapping's values may be frozen too)."""
+    if isinstance(x, Mapping):
+        return {k: _thaw(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return [_thaw(v) for v in x]
+    return x
+
+
 @dataclass(frozen=True, slots=True)
 class Wait:
     """v (``before``) may not start until u (``after``) has finished on its stream."""
@@ -71,8 +135,11 @@ class Wait:
 class StreamSchedule:
     """Host launch order, the stream of each op, the cross-stream waits and the host waits.
 
-    ``streams`` and ``meta`` are read-only mappings; edits return a new schedule
-    (``replace``). Equality and hashing ignore ``meta`` (how it was found is not what it is).
+    ``fusion`` says which kernels the schedule runs: None for the model's ops as captured,
+    else the record that rebuilds its fused kernels from the model (``FusionRecord``); it is
+    part of what the schedule is, so it takes part in equality and hashing. ``streams`` and
+    ``meta`` are read-only mappings; edits return a new schedule (``replace``). Equality and
+    hashing ignore ``meta`` (how it was found is not what it is).
     """
 
     launch_order: tuple[str, ...]
@@ -82,6 +149,7 @@ class StreamSchedule:
     meta: Mapping[str, Any] = field(default_factory=FrozenDict, compare=False)  # search_time_s, stages...
     host_waits: tuple[Wait, ...] = ()  # the host blocks on ``after``'s event before launching ``before``
     record_stream: bool = True  # cross-stream frees are held until the using streams are done
+    fusion: FusionRecord | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.launch_order, tuple):
@@ -95,15 +163,15 @@ class StreamSchedule:
         object.__setattr__(self, "meta", freeze(self.meta))
 
     def __hash__(self) -> int:
+        streams = tuple(self.streams.get(op) for op in self.launch_order)
         return hash(
-            (
-                self.launch_order,
-                tuple(self.streams.get(op) for op in self.launch_order),
-                self.waits,
-                self.host_waits,
-                self.record_stream,
-            )
+            (self.launch_order, streams, self.waits, self.host_waits, self.record_stream, self.fusion)
         )
+
+    @property
+    def fusion_mode(self) -> Fusion:
+        """How the schedule's kernels were fused (``Fusion.NONE``: it runs the ops as captured)."""
+        return Fusion.NONE if self.fusion is None else self.fusion.mode
 
     @property
     def num_streams(self) -> int:
@@ -174,7 +242,7 @@ class StreamSchedule:
 
     # -- JSON ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "schema": SCHEMA,
             "version": 1,
             "policy": self.policy,
@@ -188,8 +256,11 @@ class StreamSchedule:
                 else {}
             ),
             **({} if self.record_stream else {"record_stream": False}),
-            "meta": dict(self.meta),
         }
+        if self.fusion is not None:
+            d["fusion"] = self.fusion.to_dict()
+        d["meta"] = dict(self.meta)
+        return d
 
     @staticmethod
     def from_dict(data: Any, *, source: str = "<dict>") -> StreamSchedule:
@@ -202,6 +273,10 @@ class StreamSchedule:
             meta = data.get("meta", {})
             if not isinstance(meta, dict):
                 raise TypeError('"meta" is not an object')
+            record = data.get("fusion")
+            if record is None and isinstance(meta.get("fusion"), dict):  # saved before the typed field
+                meta = {k: v for k, v in meta.items() if k != "fusion"}
+                record = data["meta"]["fusion"]
             return StreamSchedule(
                 launch_order=tuple(_text(x) for x in _items(data["launch_order"], "launch_order")),
                 streams={_text(k): _stream(v) for k, v in streams.items()},
@@ -216,6 +291,7 @@ class StreamSchedule:
                     for w in _items(data.get("host_waits", ()), "host_waits")
                 ),
                 record_stream=_flag(data.get("record_stream", True), "record_stream"),
+                fusion=None if record is None else FusionRecord.from_dict(record, source=source),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise FileFormatError(

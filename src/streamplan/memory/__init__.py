@@ -6,7 +6,9 @@ bound, explanations; the allocator models live in ``streamplan.memory.allocators
 All figures are bytes and say which storages they include (activations by default).
 """
 
-from streamplan.memory.arena import ArenaPlan, check_arena, conflict_pairs, conflicts, may_coexist, plan_arena
+from streamplan.ir.includes import Includes
+from streamplan.memory.arena import ArenaPlan, plan_arena
+from streamplan.memory.conflicts import arena_overlaps, conflict_pairs, conflicts, may_coexist
 from streamplan.memory.explain import (
     LiveStorage,
     NewOverlap,
@@ -24,7 +26,7 @@ from streamplan.memory.host_order import (
     host_order_peak_bytes,
     host_order_trace,
 )
-from streamplan.memory.liveness import HappensBefore, Includes, Liveness, StorageLife, liveness
+from streamplan.memory.liveness import HappensBefore, Liveness, StorageLife, liveness
 from streamplan.memory.report import MemoryReport, analyze_memory
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory, simulated_peak_bytes
 from streamplan.memory.worst_case import WorstCasePeak, live_bytes_at, worst_case_peak
@@ -47,7 +49,7 @@ __all__ = [
     "TraceEntry",
     "WorstCasePeak",
     "analyze_memory",
-    "check_arena",
+    "arena_overlaps",
     "compare_peaks",
     "conflicts",
     "explain_peak",

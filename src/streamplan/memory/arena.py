@@ -19,25 +19,17 @@ seeded perturbations of the size order, keeping the smallest arena.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from streamplan.ir.frozen import freeze
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.conflicts import _Ranges, check_arena, conflict_pairs, conflicts, may_coexist
-from streamplan.memory.liveness import Includes, Lifetimes, Liveness, StorageLife, liveness
-
-__all__ = [
-    "ArenaPlan",
-    "LowerBound",
-    "check_arena",
-    "conflict_pairs",
-    "conflicts",
-    "lower_bound",
-    "may_coexist",
-    "plan_arena",
-]
+from streamplan.memory.conflicts import _Ranges, conflict_pairs
+from streamplan.memory.liveness import Lifetimes, Liveness, StorageLife, liveness
 
 MAX_CONFLICT_PAIRS = 20_000_000  # above this, place on conservative launch intervals
 
@@ -46,14 +38,19 @@ MAX_CONFLICT_PAIRS = 20_000_000  # above this, place on conservative launch inte
 class ArenaPlan:
     """Byte offsets of every counted storage in one arena, and the arena's lower bound."""
 
-    offsets: dict[str, int]
-    sizes: dict[str, int]
+    offsets: Mapping[str, int]
+    sizes: Mapping[str, int]
     arena_bytes: int
     lower_bound_bytes: int
     lower_bound_exact: bool
     bound_storages: tuple[str, ...]  # a heaviest set found of pairwise may-coexist storages
     order: str  # the placement order that won
     includes: Includes
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offsets", freeze(self.offsets))
+        object.__setattr__(self, "sizes", freeze(self.sizes))
+        object.__setattr__(self, "bound_storages", tuple(self.bound_storages))
 
     @property
     def ratio(self) -> float:
@@ -166,13 +163,12 @@ def plan_arena(
     graph: Graph,
     schedule: StreamSchedule,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     live: Liveness | None = None,
 ) -> ArenaPlan:
     """Offsets for every counted storage, valid for every timing, and the lower bound."""
     if live is None:
-        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+        live = liveness(graph, schedule, includes=includes)
     ranges = _Ranges(live)
     if ranges.pair_count() > MAX_CONFLICT_PAIRS:
         return _plan_by_launch_intervals(live, ranges)

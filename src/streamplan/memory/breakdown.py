@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.ir.training import training_step
 from streamplan.memory.host_order import trace_from_liveness
@@ -158,7 +159,7 @@ def memory_breakdown(
     """Totals by category and the host-order peak's composition under ``schedule``; with
     ``report`` (``analyze_memory`` of the same schedule) also the worst-case witness's and
     the simulated peak's."""
-    live = liveness(graph, schedule, include_inputs=True, include_params=True)
+    live = liveness(graph, schedule, includes=EVERYTHING)
     resident = [s.storage for s in live.lives if s.creator is None]
     step = training_step(graph)
 

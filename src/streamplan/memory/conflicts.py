@@ -3,7 +3,7 @@ must keep apart, and an independent check of a placement against them.
 
 Two storages *never coexist* iff every HB-maximal user of one happens-before the creator of
 the other (outputs and resident storages never die). ``conflict_pairs`` finds every pair
-that may, stream by stream, with numpy; ``check_arena`` and ``may_coexist`` decide it
+that may, stream by stream, with numpy; ``arena_overlaps`` and ``may_coexist`` decide it
 directly from happens-before, independently of the planner.
 """
 
@@ -181,7 +181,7 @@ def conflicts(live: Liveness) -> dict[str, list[str]]:
     return adj
 
 
-def check_arena(live: Liveness, offsets: dict[str, int]) -> list[tuple[str, str]]:
+def arena_overlaps(live: Liveness, offsets: dict[str, int]) -> list[tuple[str, str]]:
     """Pairs of storages that may be live together yet overlap in the arena (empty: valid).
 
     Independent of the planner: byte ranges are compared directly and coexistence is

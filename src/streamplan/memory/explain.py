@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from streamplan.ir.analysis import max_parallelism
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Liveness, liveness
 from streamplan.memory.report import MemoryReport, analyze_memory
@@ -165,15 +166,13 @@ def explain_peak(
     graph: Graph,
     schedule: StreamSchedule,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     report: MemoryReport | None = None,
 ) -> PeakExplanation:
     """Name the storages live at each peak of ``schedule`` and explain the static arena."""
     if report is None:
-        report = analyze_memory(graph, schedule, include_inputs=include_inputs, include_params=include_params)
-    inc = report.includes
-    live = liveness(graph, schedule, include_inputs=inc.inputs, include_params=inc.params)
+        report = analyze_memory(graph, schedule, includes=includes)
+    live = liveness(graph, schedule, includes=report.includes)
     host = report.host_order
     host_op = schedule.launch_order[host.peak_launch_index] if host.peak_launch_index >= 0 else ""
     finished = set(schedule.launch_order[: max(host.peak_launch_index, 0)])
@@ -319,8 +318,7 @@ def compare_peaks(
     base: StreamSchedule,
     other: StreamSchedule,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     base_report: MemoryReport | None = None,
     other_report: MemoryReport | None = None,
 ) -> PeakComparison:
@@ -330,15 +328,11 @@ def compare_peaks(
     them (made with a timeline, they carry the simulated peaks); their includes win.
     """
     if other_report is not None:
-        include_inputs, include_params = other_report.includes.inputs, other_report.includes.params
-    eb = explain_peak(
-        graph, base, include_inputs=include_inputs, include_params=include_params, report=base_report
-    )
-    eo = explain_peak(
-        graph, other, include_inputs=include_inputs, include_params=include_params, report=other_report
-    )
-    lb = liveness(graph, base, include_inputs=include_inputs, include_params=include_params)
-    lo = liveness(graph, other, include_inputs=include_inputs, include_params=include_params)
+        includes = other_report.includes
+    eb = explain_peak(graph, base, includes=includes, report=base_report)
+    eo = explain_peak(graph, other, includes=includes, report=other_report)
+    lb = liveness(graph, base, includes=includes)
+    lo = liveness(graph, other, includes=includes)
     by = lb.by_storage()
     overlaps = []
     names = [s for s in eo.report.worst_case.live if by[s].creator is not None]

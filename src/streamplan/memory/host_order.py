@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.liveness import Includes, Liveness, liveness
+from streamplan.memory.liveness import Liveness, liveness
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +108,10 @@ def events_from_liveness(live: Liveness, schedule: StreamSchedule) -> list[Event
 
 
 def host_order_events(
-    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+    graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS
 ) -> list[Event]:
     """Allocation and free events in host launch order (see the module docstring)."""
-    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    live = liveness(graph, schedule, includes=includes)
     return events_from_liveness(live, schedule)
 
 
@@ -142,17 +143,13 @@ def trace_from_liveness(live: Liveness, schedule: StreamSchedule) -> HostOrderTr
 
 
 def host_order_trace(
-    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
+    graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS
 ) -> HostOrderTrace:
     """The per-launch host-order trace and its peak."""
-    live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    live = liveness(graph, schedule, includes=includes)
     return trace_from_liveness(live, schedule)
 
 
-def host_order_peak_bytes(
-    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
-) -> int:
+def host_order_peak_bytes(graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS) -> int:
     """Peak of the host-order trace, in bytes."""
-    return host_order_trace(
-        graph, schedule, include_inputs=include_inputs, include_params=include_params
-    ).peak_bytes
+    return host_order_trace(graph, schedule, includes=includes).peak_bytes

@@ -19,7 +19,7 @@ from functools import cached_property
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
-from streamplan.ir.includes import PARAM_KINDS, Includes
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule, check_structure
 
 
@@ -212,12 +212,9 @@ class Liveness:
         return all(self.hb.hb(u, op) for u in life.last_users)
 
 
-def liveness(
-    graph: Graph, schedule: StreamSchedule, *, include_inputs: bool = False, include_params: bool = False
-) -> Liveness:
-    """Lifetimes of every counted storage (activations; inputs/params when asked)."""
+def liveness(graph: Graph, schedule: StreamSchedule, *, includes: Includes = ACTIVATIONS) -> Liveness:
+    """Lifetimes of every counted storage (activations; inputs/params when ``includes`` says)."""
     hb = HappensBefore(graph, schedule)
-    includes = Includes(include_inputs, include_params)
     values = graph.values
     outputs = {values[v].storage for v in graph.outputs}
     users: dict[str, list[str]] = {}
@@ -238,7 +235,7 @@ def liveness(
                 continue  # an activation nobody writes; verify() reports it
             us = tuple(users.get(sid, (creator,)))
             lives.append(StorageLife(sid, st.nbytes, st.kind, creator, us, maximal(us), sid in outputs))
-        elif (st.kind == "input" and include_inputs) or (st.kind in PARAM_KINDS and include_params):
+        elif includes.counts(st.kind):
             lives.append(StorageLife(sid, st.nbytes, st.kind, None, tuple(users.get(sid, ())), (), True))
     return Liveness(tuple(lives), hb, includes)
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule, check_structure
-from streamplan.memory.liveness import PARAM_KINDS
 
 NEVER = 1 << 40  # an interval end (or a user index) that no position reaches
 
@@ -54,9 +54,7 @@ class CountedStorages:
     resident_bytes: int
 
 
-def counted_storages(
-    graph: Graph, *, include_inputs: bool = False, include_params: bool = False
-) -> CountedStorages:
+def counted_storages(graph: Graph, *, includes: Includes = ACTIVATIONS) -> CountedStorages:
     """Activation storages with their creator and users (as ``memory.liveness`` counts them);
     inputs and params, when included, are resident bytes."""
     outputs = {graph.storage_of(v) for v in graph.outputs}
@@ -82,7 +80,7 @@ def counted_storages(
             created_by.setdefault(c, []).append(k)
             for u in us:
                 used_by.setdefault(u, []).append(k)
-        elif (st.kind == "input" and include_inputs) or (st.kind in PARAM_KINDS and include_params):
+        elif includes.counts(st.kind):
             resident += st.nbytes
     return CountedStorages(
         tuple(nbytes),
@@ -306,8 +304,7 @@ def position_bound(
     graph: Graph,
     schedule: StreamSchedule,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     facts: CountedStorages | None = None,
     stop_above: int | None = None,
 ) -> PositionBound:
@@ -316,7 +313,7 @@ def position_bound(
     replay stops at the first op whose bound exceeds it (``.complete`` is then False)."""
     check_structure(graph, schedule)
     if facts is None:
-        facts = counted_storages(graph, include_inputs=include_inputs, include_params=include_params)
+        facts = counted_storages(graph, includes=includes)
     streams = sorted(set(schedule.streams[op] for op in schedule.launch_order))
     state = PositionBound(facts, len(streams))
     waits = schedule.waits_before()

@@ -8,19 +8,35 @@ from typing import TYPE_CHECKING, Any
 
 from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.arena import ArenaPlan, plan_arena
 from streamplan.memory.host_order import HostOrderTrace, trace_from_liveness
 from streamplan.memory.launch_time import LaunchTimeMemory, held_peak
-from streamplan.memory.liveness import Includes, Liveness, liveness
+from streamplan.memory.liveness import Liveness, liveness
 from streamplan.memory.simulated import SimulatedMemory, simulated_memory
 from streamplan.memory.worst_case import DEFAULT_TIME_LIMIT_S, WorstCasePeak, worst_case_peak
 from streamplan.progress import ProgressFn, no_progress
 
 if TYPE_CHECKING:
     from streamplan.memory.allocators.op_memory import OpMemory
+    from streamplan.memory.allocators.report import AllocatorReport
 
 MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatorPeaks:
+    """What the ``torch-cuda`` replay predicts: ``max_memory_allocated`` and ``max_memory_reserved``."""
+
+    allocated_peak_bytes: int
+    reserved_peak_bytes: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "allocated_peak_bytes": self.allocated_peak_bytes,
+            "reserved_peak_bytes": self.reserved_peak_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -37,7 +53,7 @@ class MemoryReport:
     worst_case: WorstCasePeak
     simulated: SimulatedMemory | None
     arena: ArenaPlan
-    torch_cuda: dict[str, int] | None
+    torch_cuda: AllocatorPeaks | None
     includes: Includes
     device_memory_bytes: int | None = None
     launch_time: LaunchTimeMemory | None = None  # held at host launch (run-ahead, record_stream)
@@ -58,7 +74,7 @@ class MemoryReport:
             "host_order_peak_bytes": self.host_order.peak_bytes,
             "worst_case_peak_bytes": {"lower": wc.lower_bytes, "upper": wc.upper_bytes, "exact": wc.exact},
             "simulated_peak_bytes": self.simulated_peak_bytes,
-            "torch_cuda": self.torch_cuda,
+            "torch_cuda": None if self.torch_cuda is None else self.torch_cuda.to_dict(),
             "arena_bytes": self.arena.arena_bytes,
             "arena_lower_bound_bytes": self.arena.lower_bound_bytes,
             "arena_lower_bound_exact": self.arena.lower_bound_exact,
@@ -90,8 +106,8 @@ class MemoryReport:
             )
         if self.torch_cuda is not None:
             out.append(
-                f"  torch-cuda allocated {self.torch_cuda['allocated_peak_bytes'] / MIB:10.3f} MiB,"
-                f" reserved {self.torch_cuda['reserved_peak_bytes'] / MIB:.3f} MiB"
+                f"  torch-cuda allocated {self.torch_cuda.allocated_peak_bytes / MIB:10.3f} MiB,"
+                f" reserved {self.torch_cuda.reserved_peak_bytes / MIB:.3f} MiB"
             )
         if self.launch_time is not None and self.launch_time.communicates:
             out += self.launch_time.lines()
@@ -116,24 +132,25 @@ def analyze_memory(
     schedule: StreamSchedule,
     *,
     timeline: Timeline | None = None,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     device_memory_bytes: int | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     op_memory: OpMemory | None = None,
     progress: ProgressFn = no_progress,
     live: Liveness | None = None,
+    torch_cuda: AllocatorReport | None = None,
 ) -> MemoryReport:
     """Every memory figure of ``schedule`` (simulated only with a ``timeline``).
 
     ``op_memory`` (measured op scratch and stream workspaces) goes into the
     ``torch-cuda`` replay only: the other figures count the graph's tensors.
     ``progress`` hears of each figure as it starts (the worst case also of its search).
-    ``live`` reuses a liveness already computed for these include flags.
+    ``live`` reuses a liveness already computed for these ``includes``; ``torch_cuda`` a
+    ``torch-cuda`` replay already made of this schedule (its peaks are the report's).
     """
     progress("liveness", None, None)
-    if live is None or live.includes != Includes(include_inputs, include_params):
-        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+    if live is None or live.includes != includes:
+        live = liveness(graph, schedule, includes=includes)
     progress("host-order peak", None, None)
     host = trace_from_liveness(live, schedule)
     progress("static arena", None, None)
@@ -150,8 +167,11 @@ def analyze_memory(
     if timeline is not None:
         progress("simulated peak", None, None)
         sim = simulated_memory(graph, schedule, timeline, live=live)
-    progress("torch-cuda replay", None, None)
-    torch_cuda = _torch_cuda(graph, schedule, timeline, live, device_memory_bytes, op_memory)
+    if torch_cuda is None:
+        progress("torch-cuda replay", None, None)
+        peaks = _torch_cuda(graph, schedule, timeline, live, device_memory_bytes, op_memory)
+    else:
+        peaks = AllocatorPeaks(torch_cuda.allocated_peak_bytes, torch_cuda.reserved_peak_bytes)
     progress("memory at host launch", None, None)
     launch = launch_time_memory(graph, schedule, timeline, live, op_memory)
     return MemoryReport(
@@ -161,7 +181,7 @@ def analyze_memory(
         worst,
         sim,
         arena,
-        torch_cuda,
+        peaks,
         live.includes,
         device_memory_bytes,
         launch,
@@ -184,8 +204,7 @@ def launch_time_memory(
         graph,
         schedule,
         model="torch-cuda",
-        include_inputs=live.includes.inputs,
-        include_params=live.includes.params,
+        includes=live.includes,
         op_memory=op_memory,
         live=live,
         run_ahead=True,
@@ -211,7 +230,7 @@ def _torch_cuda(
     live: Liveness,
     device_memory_bytes: int | None,
     op_memory: OpMemory | None,
-) -> dict[str, int] | None:
+) -> AllocatorPeaks | None:
     try:
         from streamplan.memory.allocators import replay
     except ImportError:
@@ -221,10 +240,9 @@ def _torch_cuda(
         schedule,
         model="torch-cuda",
         timeline=timeline,
-        include_inputs=live.includes.inputs,
-        include_params=live.includes.params,
+        includes=live.includes,
         device_memory_bytes=device_memory_bytes,
         op_memory=op_memory,
         live=live,
     )
-    return {"allocated_peak_bytes": rep.allocated_peak_bytes, "reserved_peak_bytes": rep.reserved_peak_bytes}
+    return AllocatorPeaks(rep.allocated_peak_bytes, rep.reserved_peak_bytes)

@@ -16,8 +16,9 @@ import numpy as np
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ScheduleError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.liveness import Includes, Liveness, liveness
+from streamplan.memory.liveness import Liveness, liveness
 
 
 @dataclass(frozen=True)
@@ -151,13 +152,12 @@ def simulated_memory(
     schedule: StreamSchedule,
     timeline: Timeline,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     live: Liveness | None = None,
 ) -> SimulatedMemory:
     """Live bytes along ``timeline`` (e.g. from ``streamplan.cost.simulate.simulate``)."""
     if live is None:
-        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+        live = liveness(graph, schedule, includes=includes)
     spans = timeline.by_op()
     missing = [op for op in schedule.launch_order if op not in spans]
     if missing:
@@ -179,10 +179,7 @@ def simulated_peak_bytes(
     schedule: StreamSchedule,
     timeline: Timeline,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
 ) -> int:
     """Peak live bytes along ``timeline``."""
-    return simulated_memory(
-        graph, schedule, timeline, include_inputs=include_inputs, include_params=include_params
-    ).peak_bytes
+    return simulated_memory(graph, schedule, timeline, includes=includes).peak_bytes

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.liveness import Includes, Liveness, StorageLife, liveness
+from streamplan.memory.liveness import Liveness, StorageLife, liveness
 from streamplan.memory.simulated import sweep_arrays
 from streamplan.progress import ProgressFn, no_progress
 
@@ -114,8 +115,7 @@ def worst_case_peak(
     graph: Graph,
     schedule: StreamSchedule,
     *,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     max_exact_ops: int = MAX_EXACT_OPS,
     upper_bound_bytes: int | None = None,
@@ -131,7 +131,7 @@ def worst_case_peak(
     solver's time limit.
     """
     if live is None:
-        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
+        live = liveness(graph, schedule, includes=includes)
     order = list(schedule.launch_order)
     best = _host_order_witness(live, order)
     preds = _pred_positions(live, order) if schedule.num_streams > 1 else []
@@ -147,7 +147,7 @@ def worst_case_peak(
         inc = live.includes
         upper = min(
             upper,
-            position_bound(graph, schedule, include_inputs=inc.inputs, include_params=inc.params).peak_bytes,
+            position_bound(graph, schedule, includes=inc).peak_bytes,
         )
     if schedule.num_streams <= 1 or best.live_bytes >= upper:
         method = "single-stream" if schedule.num_streams <= 1 else "witness meets bound"

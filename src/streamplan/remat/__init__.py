@@ -7,28 +7,28 @@
 - ``solve`` and ``SOLVERS`` (``solvers``): RAF's ``greedy``, the ``scalable`` lifetime
   splitter, the ``exact`` MILP;
 - ``search`` (``search``): the joint search with the scheduling policies, under a budget
-  checked by ``memory.worst_case``; ``parse_budget`` and ``peak_floor`` (``budget``).
+  checked by ``memory.worst_case`` (a budget is read by ``MemoryBudget.parse``); ``peak_floor``
+  (``budget``).
 
 ``streamplan.app.plan_remat`` is the command's entry point (typed ``RematPlan`` result).
 """
 
-from streamplan.remat.budget import PeakFloor, parse_budget, peak_floor
+from streamplan.remat.budget import PeakFloor, peak_floor
 from streamplan.remat.problem import RematProblem, evaluate, normalize
 from streamplan.remat.rewrite import recomputations, rewrite
-from streamplan.remat.search import Candidate, RematSearch, search
+from streamplan.remat.search import PlanCandidate, RematSearch, search
 from streamplan.remat.solution import SolverResult
 from streamplan.remat.solvers import SOLVERS, solve
 
 __all__ = [
     "SOLVERS",
-    "Candidate",
+    "PlanCandidate",
     "PeakFloor",
     "RematProblem",
     "RematSearch",
     "SolverResult",
     "evaluate",
     "normalize",
-    "parse_budget",
     "peak_floor",
     "recomputations",
     "rewrite",

@@ -1,7 +1,7 @@
-"""Reading a memory budget, and the floor no plan can go below.
+"""The floor no rematerialization plan can go below.
 
-``parse_budget`` resolves a budget's text (``streamplan.units``: bytes, a size with a unit, or
-a factor of a baseline peak such as ``0.4x``) to bytes. ``peak_floor`` is a lower bound on the
+A budget's text is read by ``MemoryBudget.parse`` (``streamplan.units``: bytes, a size with a
+unit, or a factor of a baseline peak such as ``0.4x``). ``peak_floor`` is a lower bound on the
 worst-case peak of every schedule of every plan: each op runs at least once, with its
 inputs and outputs live together, on top of the resident storages; and at the end
 every graph output is live at once.
@@ -11,22 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamplan.errors import BudgetError
 from streamplan.ir.graph import Graph
-from streamplan.memory.liveness import PARAM_KINDS, Includes
-from streamplan.units import parse_size_text
-
-
-def parse_budget(budget: str | int | float, baseline_bytes: int | None = None) -> int:
-    """Bytes of a budget in the grammar of ``streamplan.units`` (``2147483648``, ``"512MiB"``,
-    ``"800MB"``), or a factor of ``baseline_bytes``, the peak without rematerialization
-    (``"0.4x"``). Rounded down to whole bytes."""
-    size = parse_size_text(budget, what="budget")
-    if size.factor is None:
-        return size.limit_bytes  # type: ignore[return-value]
-    if baseline_bytes is None:
-        raise BudgetError(f"budget {budget!r} is a factor, but there is no baseline peak to scale")
-    return int(size.factor * baseline_bytes)
+from streamplan.ir.includes import Includes
 
 
 def fmt_mib(n: int) -> str:
@@ -75,7 +61,7 @@ def peak_floor(graph: Graph, includes: Includes = Includes()) -> PeakFloor:
     storages = graph.storages()
     resident = 0
     for st in storages.values():
-        if (st.kind == "input" and includes.inputs) or (st.kind in PARAM_KINDS and includes.params):
+        if st.kind != "activation" and includes.counts(st.kind):
             resident += st.nbytes
     best_op, best = None, 0
     for node in graph.nodes:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from streamplan.cost.opcost import CostModel, op_base_name
 from streamplan.ir.graph import Graph
-from streamplan.memory.liveness import PARAM_KINDS, Includes
+from streamplan.ir.includes import Includes
 
 # Ops whose result differs between two calls: never recomputed.
 NONDETERMINISTIC_OPS = frozenset(
@@ -108,7 +108,7 @@ class RematProblem:
         index = {sid: i for i, sid in enumerate(counted)}
         resident = 0
         for st in storages.values():
-            if (st.kind == "input" and includes.inputs) or (st.kind in PARAM_KINDS and includes.params):
+            if st.kind != "activation" and includes.counts(st.kind):
                 resident += st.nbytes
 
         outputs = {graph.storage_of(v) for v in graph.outputs}

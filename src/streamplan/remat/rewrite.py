@@ -30,10 +30,6 @@ def rewrite(problem: RematProblem, seq: tuple[int, ...]) -> Graph:
     return _Rewriter(problem).run(normalize(problem, tuple(seq)))
 
 
-def is_recomputation(node: Node) -> bool:
-    return node.recompute_of is not None
-
-
 def recomputations(graph: Graph) -> tuple[Node, ...]:
     """The recomputation nodes of a graph, in order."""
     return tuple(n for n in graph.nodes if n.recompute_of is not None)

@@ -38,10 +38,10 @@ from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import BudgetError, StreamplanError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.liveness import Includes
 from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
-from streamplan.remat.budget import PeakFloor, fmt_mib, parse_budget, peak_floor
+from streamplan.remat.budget import PeakFloor, fmt_mib, peak_floor
 from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem
 from streamplan.remat.rewrite import recomputations, rewrite
@@ -58,7 +58,7 @@ UPDATES_EARLY_ORDER = "updates-early order"
 
 
 @dataclass(frozen=True)
-class Candidate:
+class PlanCandidate:
     """One rewritten graph, its schedule under the policy, and what they cost.
 
     ``worst_case`` is None when the candidate was slower than an answer already found
@@ -97,8 +97,8 @@ class RematSearch:
     """The answer (``chosen``), the baseline, the floor, and how much searching it took."""
 
     budget_bytes: int
-    chosen: Candidate
-    baseline: Candidate
+    chosen: PlanCandidate
+    baseline: PlanCandidate
     floor: PeakFloor
     levels: tuple[int, ...]
     solver: str
@@ -141,7 +141,7 @@ def search(
     if policy_time_limit_s is not None:
         s.policy_ctx = ctx.replace(time_limit_s=min(ctx.time_limit_s, policy_time_limit_s))
     base = s.baseline()
-    budget_bytes = parse_budget(budget, base.peak_bytes)
+    budget_bytes = MemoryBudget.parse(budget).limit_for(base.peak_bytes)
     s.budget = budget_bytes
     s.consider(base, ())
     floor = peak_floor(graph, includes)
@@ -223,9 +223,9 @@ class _Search:
         self.includes = includes
         self.policy_ctx = ctx  # what candidates are scheduled under (a shorter time limit, maybe)
         self.budget: int | None = None  # set once the baseline has scaled a factor budget
-        self.base: Candidate | None = None
-        self.best: tuple[Candidate, tuple] | None = None
-        self.smallest: Candidate | None = None  # the lowest proven peak seen (for the error)
+        self.base: PlanCandidate | None = None
+        self.best: tuple[PlanCandidate, tuple] | None = None
+        self.smallest: PlanCandidate | None = None  # the lowest proven peak seen (for the error)
         self.schedules: dict[tuple, StreamSchedule | None] = {}
         self.runs: dict[tuple, list] = {}  # (graph, schedule) -> [timeline, worst case, added ms, ops]
         self.problems: dict[tuple[str, ...], RematProblem] = {}
@@ -242,22 +242,21 @@ class _Search:
         return worst_case_peak(
             graph,
             schedule,
-            include_inputs=self.includes.inputs,
-            include_params=self.includes.params,
+            includes=self.includes,
             time_limit_s=self.ctx.time_limit_s,
             seed=self.ctx.seed,
         )
 
-    def baseline(self) -> Candidate:
+    def baseline(self) -> PlanCandidate:
         sched = make_schedule(self.graph, self.policy, self.ctx)
         timeline = simulate(self.graph, sched, self.ctx.cost)
         wc = self.worst_case(self.graph, sched)
-        base = Candidate(self.graph, sched, timeline, wc, 0.0, 0, max_streams=self.ctx.max_streams)
+        base = PlanCandidate(self.graph, sched, timeline, wc, 0.0, 0, max_streams=self.ctx.max_streams)
         self._note_smallest(base)
         self.base = base
         return base
 
-    def plain(self, cap: int) -> Candidate:
+    def plain(self, cap: int) -> PlanCandidate:
         """The graph as it is, scheduled under a smaller stream cap: a candidate too."""
         sched = make_schedule(self.graph, self.policy, self.ctx.replace(max_streams=cap))
         if self.base is not None and sched == self.base.schedule:
@@ -267,18 +266,20 @@ class _Search:
         wc = None
         if self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms:
             wc = self.worst_case(self.graph, sched)
-        cand = Candidate(self.graph, sched, timeline, wc, 0.0, 0, reference="fewer streams", max_streams=cap)
+        cand = PlanCandidate(
+            self.graph, sched, timeline, wc, 0.0, 0, reference="fewer streams", max_streams=cap
+        )
         self._note_smallest(cand)
         self.consider(cand, (0, cap))
         return cand
 
-    def consider(self, cand: Candidate, tie: tuple) -> None:
+    def consider(self, cand: PlanCandidate, tie: tuple) -> None:
         if cand.worst_case is None or self.budget is None or cand.peak_bytes > self.budget:
             return
         if self.best is None or cand.rank(tie) < self.best[0].rank(self.best[1]):
             self.best = (cand, tie)
 
-    def _note_smallest(self, cand: Candidate) -> None:
+    def _note_smallest(self, cand: PlanCandidate) -> None:
         if cand.worst_case is not None and (
             self.smallest is None or cand.peak_bytes < self.smallest.peak_bytes
         ):
@@ -305,7 +306,7 @@ class _Search:
 
     def evaluate(
         self, graph: Graph, level: int, cap: int, name: str, rnd: int, result: SolverResult
-    ) -> Candidate | None:
+    ) -> PlanCandidate | None:
         """Schedule, simulate and (when it could be the answer) prove a rewritten graph.
 
         Results are cached by graph and schedule, so a plan met again (at another target,
@@ -313,9 +314,7 @@ class _Search:
         searched before it: the candidates of a target never depend on the budget.
         """
         gkey = tuple((n.id, n.inputs, n.after) for n in graph.nodes)
-        budget = MemoryBudget(
-            level, includes_inputs=self.includes.inputs, includes_params=self.includes.params
-        )
+        budget = MemoryBudget(level, includes=self.includes)
         skey = (gkey, level, cap)
         if skey not in self.schedules:
             try:
@@ -336,12 +335,12 @@ class _Search:
         timeline = run[0]
         if run[1] is None and (self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms):
             run[1] = self.worst_case(graph, sched)  # it could be the answer: prove its peak
-        cand = Candidate(graph, sched, timeline, run[1], run[2], run[3], level, name, rnd, result, cap)
+        cand = PlanCandidate(graph, sched, timeline, run[1], run[2], run[3], level, name, rnd, result, cap)
         self._note_smallest(cand)
         return cand
 
 
-def _below_floor(budget_bytes: int, floor: PeakFloor, s: _Search, base: Candidate) -> BudgetError:
+def _below_floor(budget_bytes: int, floor: PeakFloor, s: _Search, base: PlanCandidate) -> BudgetError:
     smallest = s.smallest or base
     found = f"the smallest worst-case peak found is {fmt_mib(smallest.peak_bytes)}"
     if smallest is not base:

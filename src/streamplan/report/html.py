@@ -137,7 +137,7 @@ def policy_table(report: ModelReport, charts: list) -> str:
         m = r.memory
         wc = m.worst_case
         worst = _mib(wc.upper_bytes) if wc.exact else f"[{_mib(wc.lower_bytes)}, {_mib(wc.upper_bytes)}]"
-        tc = m.torch_cuda or {}
+        tc = m.torch_cuda
         cells = [
             str(r.streams),
             str(r.events),
@@ -146,8 +146,8 @@ def policy_table(report: ModelReport, charts: list) -> str:
             _mib(m.host_order_peak_bytes),
             worst,
             _mib(m.simulated_peak_bytes),
-            _mib(tc.get("allocated_peak_bytes")),
-            _mib(tc.get("reserved_peak_bytes")),
+            _mib(tc and tc.allocated_peak_bytes),
+            _mib(tc and tc.reserved_peak_bytes),
             _mib(m.arena.arena_bytes),
         ]
         rows.append(

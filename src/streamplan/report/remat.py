@@ -26,7 +26,7 @@ def remat_lines(plan: RematPlan) -> list[str]:
     gap = "" if plan.optimality_gap is None else f", optimality gap {plan.optimality_gap:.2%}"
     lines = [
         f"{plan.graph.name}: rematerialization under {_mib(plan.budget_bytes)} "
-        f"({plan.includes.describe()}), policy {plan.policy}, solver {plan.solver}{gap}",
+        f"({plan.includes.brief()}), policy {plan.policy}, solver {plan.solver}{gap}",
         f"  worst-case peak   {_mib(plan.worst_case_peak_bytes):>16}  ({exact})   baseline "
         f"{_mib(plan.baseline_worst_case_peak_bytes)}  {_change(plan.worst_case_peak_bytes, plan.baseline_worst_case_peak_bytes)}",
         f"  makespan          {fmt_ms(plan.makespan_ms):>16}   on {plan.device}, {plan.schedule.num_streams} streams "

@@ -28,12 +28,14 @@ PLOTS = ("speedup", "peak", "pareto")
 
 # axes shown only when they vary across the rows (model, batch and device always are)
 _OPTIONAL_AXES = ("dtype", "train", "optimizer", "cuda_graphs", "max_streams", "fusion")
+# the axes a summary line or a Pareto front compares across (the sweep axes, not policy names)
+_COMPARED_AXES = ("policy", "budget")
 
 
 def _setting(row: SweepRow) -> tuple[Any, ...]:
     """Everything that identifies a row but its policy and budget (the rows a summary line,
     or a Pareto front, compares)."""
-    return tuple(v for name, v in row.job.to_dict().items() if name not in ("policy", "budget"))
+    return tuple(v for name, v in row.job.to_dict().items() if name not in _COMPARED_AXES)
 
 
 def _varies(rows: Sequence[SweepRow], name: str) -> bool:
@@ -195,7 +197,7 @@ def _pareto_panel(ax: Any, mine: Sequence[SweepRow], rows: Sequence[SweepRow]) -
         if r.ok and r.makespan_ms is not None and r.worst_case_peak_bytes is not None:
             ax.scatter(r.worst_case_peak_bytes / MiB, r.makespan_ms, s=10, color="lightgrey", zorder=1)
     for key, front in fronts.items():
-        setting = dict(zip([n for n in AXIS_NAMES if n not in ("policy", "budget")], key))
+        setting = dict(zip([n for n in AXIS_NAMES if n not in _COMPARED_AXES], key))
         label = " ".join(_batch(setting[n]) if n == "batch" else _value(n, setting[n]) for n in names)
         xs = [p.peak_bytes / MiB for p in front]
         ys = [p.makespan_ms for p in front]

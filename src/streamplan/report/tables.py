@@ -81,14 +81,14 @@ def memory_table(graph: Graph, rows: Sequence[PolicyRow], includes: str) -> Tabl
         if r.error or not m:
             t.add_row(*label, *["-"] * 7)
             continue
-        tc = m.torch_cuda or {}
+        tc = m.torch_cuda
         t.add_row(
             *label,
             _mib(m.host_order_peak_bytes),
             _worst(m),
             _mib(m.simulated_peak_bytes),
-            _mib(tc.get("allocated_peak_bytes")),
-            _mib(tc.get("reserved_peak_bytes")),
+            _mib(tc and tc.allocated_peak_bytes),
+            _mib(tc and tc.reserved_peak_bytes),
             _mib(m.arena.arena_bytes),
             _mib(m.arena.lower_bound_bytes),
         )

@@ -1,11 +1,13 @@
-"""The text of the ``memory``, ``explain`` and ``run`` commands, from the application's results."""
+"""The text of the ``memory``, ``explain``, ``simulate`` and ``run`` commands, from the application's results."""
 
 from __future__ import annotations
 
 from streamplan.app.explain import LITTLE_GAIN, ExplainResult, LatencyNote
 from streamplan.app.memory import MemoryAnalysis
 from streamplan.app.run import RunReport
-from streamplan.app.training import TrainingAnswer
+from streamplan.app.simulation import SimulationReport
+from streamplan.app.training import StepSummary, TrainingAnswer
+from streamplan.memory.breakdown import Composition
 from streamplan.report.units import MiB, fmt_bytes, fmt_ms
 
 
@@ -35,31 +37,21 @@ def memory_lines(a: MemoryAnalysis) -> list[str]:
     return lines
 
 
-def step_lines(info: dict) -> list[str]:
+def step_lines(step: StepSummary) -> list[str]:
     """``show``'s lines for a training step: loss, optimizer, memory by category, the peak."""
-    b = info["memory_breakdown"]
-    names = (
-        "parameters",
-        "gradients",
-        "optimizer_state",
-        "saved_activations",
-        "temporaries",
-        "inputs",
-        "buffers",
-    )
+
+    def parts(c: Composition) -> str:
+        return ", ".join(f"{n.replace('_', ' ')} {fmt_bytes(b)}" for n, b in c.bytes_by_category if b)
+
     lines = [
-        f"training step: loss = {info['loss']}; optimizer update: {info['optimizer']}",
-        "  every storage, by category: "
-        + ", ".join(f"{n.replace('_', ' ')} {fmt_bytes(b[n + '_bytes'])}" for n in names if b[n + "_bytes"]),
+        f"training step: loss = {step.loss}; optimizer update: {step.optimizer}",
+        "  every storage, by category: " + parts(step.breakdown.totals),
     ]
-    peak = b["peaks"].get("host-order")
+    peak = step.breakdown.peak("host-order")
     if peak:
         lines.append(
-            f"  peak in graph order (one stream), during the {'/'.join(peak['phases'])} at {peak['ops'][0]}: "
-            f"{fmt_bytes(peak['total_bytes'])} = "
-            + ", ".join(
-                f"{n.replace('_', ' ')} {fmt_bytes(peak[n + '_bytes'])}" for n in names if peak[n + "_bytes"]
-            )
+            f"  peak in graph order (one stream), during the {'/'.join(peak.phases)} at {peak.ops[0]}: "
+            f"{fmt_bytes(peak.total_bytes)} = " + parts(peak.composition)
         )
     return lines
 
@@ -232,3 +224,23 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
             "  note: on this CPU each stream is a thread; with few cores, multi-stream runs are rarely faster."
         )
     return lines
+
+
+def simulation_lines(r: SimulationReport) -> list[str]:
+    """The makespan line, each stream's busy time, and the measured table's coverage."""
+    s, tl = r.run.schedule, r.run.timeline
+    graphs = " (CUDA graph)" if r.cuda_graphs else ""
+    fused = f", fusion {r.run.fusion_mode} ({r.kernels} kernels)" if r.run.fusion is not None else ""
+    out = [
+        f"{r.model} / {s.policy} on {r.device}{graphs}: makespan {fmt_ms(tl.makespan_ms)}, "
+        f"{s.num_streams} streams, {s.num_events} events{fused}"
+    ]
+    for k, v in r.stream_busy_ms.items():
+        out.append(
+            f"  stream {k}: busy {fmt_ms(v)} ({100 * v / tl.makespan_ms if tl.makespan_ms else 0:.0f}%)"
+        )
+    if r.measured is not None:
+        out.append(f"  {r.measured.text()}")
+    if r.communication is not None:
+        out.append(f"  {r.communication}")
+    return out

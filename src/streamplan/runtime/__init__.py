@@ -4,7 +4,8 @@
 - ``run_and_compare(model, policy, ...)`` -> ``Comparison`` (outputs vs eager PyTorch);
 - ``backend(policy=...)`` for ``torch.compile`` (also registered as ``backend="streamplan"``).
 
-This package imports torch; nothing outside ``runtime``/``frontends``/``zoo`` may.
+This package imports torch; outside ``runtime``/``frontends``/``zoo`` only the functions that
+load or run a model do (``models``, ``app.run``), inside the function.
 """
 
 from streamplan.runtime.compare import Comparison, MeasuredOpMemory, compare_outputs, run_and_compare

@@ -45,9 +45,11 @@ def backend(
 ) -> Callable[..., Any]:
     """A ``torch.compile`` backend running graphs under ``policy`` (scheduled in ``ctx``) on
     ``device`` (default: the inputs')."""
-    from streamplan.schedule.registry import check_options
+    from streamplan.schedule.registry import policy_options
 
-    check_options(policy, ctx or DEFAULT_CONTEXT)  # a bad policy or option fails here, not per graph
+    policy_options(
+        policy, (ctx or DEFAULT_CONTEXT).options
+    )  # a bad policy or option fails here, not per graph
 
     def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         from torch._functorch.aot_autograd import aot_module_simplified

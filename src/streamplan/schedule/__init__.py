@@ -16,7 +16,7 @@ from streamplan.schedule.registry import (
     make_schedule,
     policy_info,
 )
-from streamplan.schedule.verify import check_schedule, verify_schedule
+from streamplan.schedule.verify import schedule_problems, verify_schedule
 
 __all__ = [
     "DEFAULT_CONTEXT",
@@ -28,7 +28,7 @@ __all__ = [
     "StreamSchedule",
     "Wait",
     "available_policies",
-    "check_schedule",
+    "schedule_problems",
     "derive_waits",
     "get_policy",
     "make_schedule",

@@ -4,9 +4,13 @@ Every policy is ``policy(graph, ctx) -> StreamSchedule``. The context carries th
 stream cap, the cost model (an analytic device profile or a measured table, so
 searches such as IOS use measured costs when they are given), a memory budget, a
 time limit for searches, a seed, a progress callback, the policy's own tunables
-(``options``, checked against what the policy declares in the registry), and how
-operator fusion and scheduling are combined (``fusion``: applied by
+(``options``: its options dataclass, checked against what the policy declares in the
+registry), and how operator fusion and scheduling are combined (``fusion``: applied by
 ``streamplan.fusion.schedule_with_fusion``; ``make_schedule`` itself never fuses).
+
+A context is a value: two contexts with equal fields are equal and hash alike (the
+progress callback, which reports and decides nothing, is left out). A ``Settings``
+(``schedule.settings``) builds one for each policy.
 """
 
 from __future__ import annotations
@@ -14,16 +18,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, resolve_cost
 from streamplan.errors import BudgetError, ScheduleError
 from streamplan.ir.frozen import FrozenDict, freeze
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import Fusion
 from streamplan.progress import ProgressFn, no_progress
+from streamplan.schedule.options import build_options
 from streamplan.units import parse_size_text
 
+T = TypeVar("T")
 BudgetFigure = Literal["worst_case", "arena"]
 BUDGET_FIGURES: tuple[str, ...] = ("worst_case", "arena")
 FUSION_MODES: tuple[str, ...] = tuple(m.value for m in Fusion)
@@ -35,15 +42,13 @@ class MemoryBudget:
 
     Either ``limit_bytes`` or ``factor`` is given: a factor is a multiple of the
     figure's value for the sequential schedule (one stream, graph order) of the graph
-    being scheduled, resolved with ``limit_for``. ``includes_inputs``/``includes_params``
-    say which storages the figure counts besides activations, as in the memory
-    analyses. ``MemoryBudget.parse("12MiB")`` reads what a user types.
+    being scheduled, resolved with ``limit_for``. ``includes`` says which storages the
+    figure counts besides activations, as in the memory analyses. ``MemoryBudget.parse("12MiB")`` reads what a user types.
     """
 
     limit_bytes: int | None = None
     figure: BudgetFigure = "worst_case"
-    includes_inputs: bool = False
-    includes_params: bool = False
+    includes: Includes = ACTIVATIONS
     factor: float | None = None
 
     def __post_init__(self) -> None:
@@ -62,18 +67,28 @@ class MemoryBudget:
             )
 
     @staticmethod
-    def parse(text: str | int, **fields: Any) -> MemoryBudget:
-        """``"12MiB"``, ``"1.5 GiB"``, ``"4096"`` (bytes), ``"800MB"`` (decimal units) or ``"1.2x"``
-        (a factor of the sequential peak), in the one grammar of ``streamplan.units``;
-        ``fields`` set the other attributes."""
+    def parse(text: str | int | MemoryBudget, **fields: Any) -> MemoryBudget:
+        """The one reader of a budget a user types: ``"12MiB"``, ``"1.5 GiB"``, ``"4096"`` (bytes),
+        ``"800MB"`` (decimal units) or ``"1.2x"`` (a factor of a baseline peak), in the grammar of
+        ``streamplan.units``; ``fields`` set the other attributes. A ``MemoryBudget`` is taken as
+        it is (with ``fields`` replaced)."""
+        if isinstance(text, MemoryBudget):
+            return dataclasses.replace(text, **fields) if fields else text
         size = parse_size_text(text)
         return MemoryBudget(limit_bytes=size.limit_bytes, factor=size.factor, **fields)
 
-    def limit_for(self, sequential_bytes: int) -> int:
-        """The budget in bytes, given the figure's value for the sequential schedule."""
+    def limit_for(self, baseline_bytes: int | None) -> int:
+        """The budget in bytes, given the baseline a factor multiplies (for the budget policy, the
+        figure's value for the sequential schedule; for rematerialization, today's worst case).
+        Rounded down to whole bytes."""
         if self.limit_bytes is not None:
             return self.limit_bytes
-        return int(self.factor * sequential_bytes)  # type: ignore[operator]
+        if baseline_bytes is None:
+            raise BudgetError(
+                f"the budget {self.factor:g}x is a factor, but there is no baseline peak to scale",
+                hint="give the budget in bytes (12MiB), or a baseline",
+            )
+        return int(self.factor * baseline_bytes)  # type: ignore[operator]
 
     def describe(self) -> str:
         """What is budgeted, in words (``"the worst-case peak over all timings at most 12.000 MiB"``)."""
@@ -92,8 +107,9 @@ class ScheduleContext:
     may read it (under ``first`` it is handed the fused graph).
 
     ``cost`` accepts a ``CostModel``, a device profile or its name (``"v100"``...).
-    ``options`` are the policy's own tunables (IOS's ``r``, ``s``, ``block_ops``...);
-    a policy rejects an option it does not declare.
+    ``options`` are the policy's own tunables: its options dataclass (``IosOptions(r=2)``),
+    or a mapping of their names that ``make_schedule`` checks and turns into it; a policy
+    rejects an option it does not declare.
     """
 
     max_streams: int = 8
@@ -102,7 +118,7 @@ class ScheduleContext:
     time_limit_s: float = 10.0
     seed: int = 0
     progress: ProgressFn = field(default=no_progress, compare=False)
-    options: Mapping[str, Any] = field(default_factory=FrozenDict)
+    options: Any = field(default_factory=FrozenDict)  # the policy's options dataclass, or a mapping
     fusion: Fusion = Fusion.NONE
 
     def __post_init__(self) -> None:
@@ -120,7 +136,8 @@ class ScheduleContext:
                     f"cost must be a CostModel, a DeviceProfile or a device name, got {type(self.cost).__name__}"
                 )
             object.__setattr__(self, "cost", resolve_cost(self.cost))
-        object.__setattr__(self, "options", freeze(self.options))
+        if isinstance(self.options, Mapping) or self.options is None:
+            object.__setattr__(self, "options", freeze(self.options))
         object.__setattr__(self, "fusion", Fusion.parse(self.fusion))
 
     def replace(self, **changes: Any) -> ScheduleContext:
@@ -131,9 +148,14 @@ class ScheduleContext:
         """True when the cost model replays the schedule as one CUDA graph (it decides, not the context)."""
         return self.cost.device_facts.cuda_graphs
 
-    def option(self, name: str, default: Any) -> Any:
-        """The policy option ``name``, or ``default`` when not given."""
-        return self.options.get(name, default)
+    def options_as(self, cls: type[T]) -> T:
+        """The options as the policy's class ``cls`` (a mapping is checked and converted, so a
+        policy called directly, not through ``make_schedule``, reads them the same way)."""
+        if isinstance(self.options, cls):
+            return self.options
+        if not isinstance(self.options, Mapping):
+            raise ScheduleError(f"these options are {type(self.options).__name__}, not {cls.__name__}")
+        return build_options(cls.__name__, cls, self.options)
 
 
 DEFAULT_CONTEXT = ScheduleContext()

@@ -25,6 +25,7 @@ full simulation finds the schedule faster without them.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from streamplan.cost.simulate import OpCosts, op_costs, run_events, simulate
@@ -32,6 +33,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import derive_waits
+from streamplan.schedule.options import whole
 
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
 BLOCK_BUDGET = 60_000  # stage candidates one block may try before it is halved
@@ -41,10 +43,23 @@ class _OverBudget(Exception):
     """A block's DP outgrew ``BLOCK_BUDGET``."""
 
 
+@dataclass(frozen=True)
+class IosOptions:
+    """IOS's tunables: ``r`` units per group, ``s`` groups per stage, ``block_ops`` units per block."""
+
+    r: int = 3
+    s: int = 8
+    block_ops: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("r", "s", "block_ops"):
+            object.__setattr__(self, name, whole(name, getattr(self, name)))
+
+
 def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
     """The IOS schedule of ``graph``: stages of up to ``s`` concurrent groups of up to ``r`` units.
 
-    Options (``ctx.options``): ``r`` (default 3), ``s`` (8) and ``block_ops`` (20).
+    Options (``IosOptions``): ``r`` (default 3), ``s`` (8) and ``block_ops`` (20).
     A unit is a maximal chain of single links (e.g. conv -> batch_norm -> relu), so
     ``r`` and ``block_ops`` count what IOS counts (its graphs have those fused).
     ``ctx.cost`` (a device profile or a measured table) times every candidate stage.
@@ -58,9 +73,8 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     The stage barriers are dropped (only data waits kept, same streams and order)
     when the simulation says that is faster (``meta["barriers"]`` is False then).
     """
-    r = int(ctx.option("r", 3))
-    s = int(ctx.option("s", 8))
-    block_ops = int(ctx.option("block_ops", 20))
+    opts = ctx.options_as(IosOptions)
+    r, s, block_ops = opts.r, opts.s, opts.block_ops
     max_streams = ctx.max_streams
     t0 = time.perf_counter()
     model = ctx.cost

@@ -105,22 +105,6 @@ def sequential_peak_bytes(graph: Graph, order: Sequence[str]) -> int:
     return sequential_trace(graph, order).peak_bytes
 
 
-def replay_peak_bytes(facts: StorageFacts, positions: Sequence[int]) -> int:
-    """Peak of an order given as node positions (the fast path used by the memory policy)."""
-    remaining = list(facts.users)
-    live = peak = 0
-    alloc, touches, sbytes, pinned = facts.alloc_bytes, facts.touches, facts.storage_bytes, facts.pinned
-    for p in positions:
-        live += alloc[p]
-        if live > peak:
-            peak = live
-        for s in touches[p]:
-            remaining[s] -= 1
-            if remaining[s] == 0 and not pinned[s]:
-                live -= sbytes[s]
-    return peak
-
-
 def _replay(facts: StorageFacts, positions: Sequence[int], order: tuple[str, ...]) -> LiveTrace:
     remaining = list(facts.users)
     live = 0

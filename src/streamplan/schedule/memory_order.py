@@ -27,6 +27,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.live_bytes import StorageFacts, storage_facts
+from streamplan.schedule.options import whole
 
 EXACT_MAX_STATES = 20_000
 
@@ -43,10 +44,22 @@ class MemoryOrder:
     methods: tuple[str, ...]  # the winning method of each segment
 
 
+@dataclass(frozen=True)
+class MemoryOrderOptions:
+    """The ``memory`` policy's tunable: how many states its exact search may visit."""
+
+    exact_max_states: int = EXACT_MAX_STATES
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "exact_max_states", whole("exact_max_states", self.exact_max_states, least=0)
+        )
+
+
 def schedule_memory(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
     """One stream, ops in a peak-minimising order (exact when the search fits the option
     ``exact_max_states``)."""
-    mo = memory_order(graph, exact_max_states=int(ctx.option("exact_max_states", EXACT_MAX_STATES)))
+    mo = memory_order(graph, exact_max_states=ctx.options_as(MemoryOrderOptions).exact_max_states)
     meta = {
         "peak_bytes": mo.peak_bytes,
         "sequential_peak_bytes": mo.sequential_peak_bytes,

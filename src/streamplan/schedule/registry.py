@@ -1,9 +1,12 @@
 """The schedule policies by name, imported lazily: one entry here adds a policy.
 
-Every policy is ``fn(graph, ctx) -> StreamSchedule`` and declares the options it
-takes; ``make_schedule`` is the single way in: it checks the options, runs the
-policy, drops redundant waits, verifies the result and records the search time.
-Nothing outside this module branches on a policy's name.
+Every policy is ``fn(graph, ctx) -> StreamSchedule`` and declares the options it takes
+as a frozen dataclass in its own module, which its entry names
+(``streamplan.schedule.options``); ``make_schedule`` is the single way in: it checks the
+options, runs the policy, drops redundant waits, verifies the result and records the
+search time. Nothing outside this module branches on a policy's name: what other code
+needs to know about a policy is a field of its entry (``multi_stream``, ``budgeted``,
+``searched``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import importlib.util
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from streamplan.errors import ScheduleError
 from streamplan.ir.fingerprint import META_KEY as FINGERPRINT_KEY
@@ -21,20 +25,33 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import prune_waits
+from streamplan.schedule.options import NoOptions, build_options, option_names
 
 PolicyFn = Callable[[Graph, ScheduleContext], StreamSchedule]
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyInfo:
-    """A policy: its name, where its function lives, the options it takes, one line on what it does."""
+    """A policy: its name, where its function lives, one line on what it does, and where its
+    options class lives (``"module:Class"``; None: it takes no options)."""
 
     name: str
     path: str  # "module:function"
     summary: str
-    options: frozenset[str] = frozenset()
+    options: str | None = None
     multi_stream: bool = True
     budgeted: bool = False  # reads the context's memory budget (others ignore it)
+    searched: bool = False  # its own search grows steeply with the graph (others are near linear)
+
+    def options_type(self) -> type:
+        """The policy's options dataclass (``NoOptions`` when it takes none)."""
+        if self.options is None:
+            return NoOptions
+        module_name, _, class_name = self.options.partition(":")
+        return getattr(importlib.import_module(module_name), class_name)
+
+    def option_names(self) -> tuple[str, ...]:
+        return option_names(self.options_type())
 
 
 # Display order: baselines first, then the multi-stream policies from simple to searched.
@@ -49,7 +66,7 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         "memory",
         "streamplan.schedule.memory_order:schedule_memory",
         "one stream in a peak-minimising order",
-        frozenset({"exact_max_states"}),
+        "streamplan.schedule.memory_order:MemoryOrderOptions",
         multi_stream=False,
     ),
     PolicyInfo(
@@ -67,13 +84,14 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         "ios",
         "streamplan.schedule.ios:schedule_ios",
         "IOS: dynamic program over stages, costed by the simulator",
-        frozenset({"r", "s", "block_ops"}),
+        "streamplan.schedule.ios:IosOptions",
+        searched=True,
     ),
     PolicyInfo(
         "budget",
         "streamplan.budget.policy:schedule_budget",
         "the fastest schedule found whose worst-case peak fits the context's memory budget",
-        frozenset({"solver", "exact_max_ops", "fixed"}),
+        "streamplan.budget.policy:BudgetOptions",
         budgeted=True,
     ),
     PolicyInfo(
@@ -118,16 +136,15 @@ def available_policies() -> tuple[str, ...]:
     return tuple(p.name for p in _REGISTRY if importlib.util.find_spec(p.path.partition(":")[0]) is not None)
 
 
-def check_options(name: str, ctx: ScheduleContext) -> None:
-    """``ScheduleError`` when ``ctx.options`` holds an option policy ``name`` does not take."""
-    info = policy_info(name)
-    unknown = sorted(set(ctx.options) - info.options)
-    if unknown:
-        takes = f"it takes {', '.join(sorted(info.options))}" if info.options else "it takes no options"
-        raise ScheduleError(
-            f"policy {name!r} has no option {', '.join(map(repr, unknown))}",
-            hint=f"{takes} (besides the context's max_streams, cost, budget, time limit and seed)",
-        )
+def policy_options(name: str, given: Any = None) -> Any:
+    """``given`` (a mapping of option names, an instance, or None) as policy ``name``'s options
+    class; ``ScheduleError`` for an option it does not take or a bad value."""
+    return build_options(name, policy_info(name).options_type(), given)
+
+
+def unbudgeted_policies() -> tuple[str, ...]:
+    """The policies that schedule without a budget (the starting points of a budget search)."""
+    return tuple(p.name for p in _REGISTRY if not p.budgeted)
 
 
 def make_schedule(graph: Graph, policy: str, ctx: ScheduleContext | None = None) -> StreamSchedule:
@@ -140,7 +157,7 @@ def make_schedule(graph: Graph, policy: str, ctx: ScheduleContext | None = None)
     from streamplan.schedule.verify import verify_schedule
 
     ctx = DEFAULT_CONTEXT if ctx is None else ctx
-    check_options(policy, ctx)
+    ctx = ctx.replace(options=policy_options(policy, ctx.options))  # checked and typed
     fn = get_policy(policy)
     t0 = time.perf_counter()
     schedule = fn(graph, ctx)

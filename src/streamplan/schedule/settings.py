@@ -18,13 +18,13 @@ count; ``policy_options`` are each policy's own tunables, by policy name.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamplan.cost.opcost import CostModel
-from streamplan.errors import ScheduleError
-from streamplan.ir.frozen import FrozenDict, freeze
+from streamplan.errors import ModelSpecError, ScheduleError
+from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.includes import Includes
 from streamplan.ir.schedule import Fusion
 from streamplan.progress import ProgressFn, no_progress
@@ -44,7 +44,9 @@ class Settings:
     - ``includes``: which storages the memory figures and the budget count.
     - ``budget``: a memory budget for budget-aware policies (None: no budget).
     - ``time_limit_s``: how long each exact search may take; ``seed``: for randomised searches.
-    - ``policy_options``: per policy name, that policy's tunables (``{"ios": {"r": 2}}``).
+    - ``policy_options``: per policy name, that policy's options (its options dataclass,
+      ``{"ios": IosOptions(r=2)}``, or a mapping of their names, ``{"ios": {"r": 2}}``; kept
+      as the dataclass, and left out where they are the policy's defaults).
     - ``device_memory_bytes``: the memory of the device a figure is checked against (None:
       not checked).
     """
@@ -58,7 +60,7 @@ class Settings:
     budget: MemoryBudget | None = None
     time_limit_s: float = 10.0
     seed: int = 0
-    policy_options: Mapping[str, Mapping[str, Any]] = field(default_factory=FrozenDict)
+    policy_options: Mapping[str, Any] = field(default_factory=FrozenDict)
     device_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
@@ -94,6 +96,22 @@ class Settings:
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m <= 0):
             raise ScheduleError(f"device_memory_bytes must be a positive int, got {m!r}")
 
+    def check_policies(self, policies: Sequence[str]) -> tuple[str, ...]:
+        """``policies`` checked before any work: every name known (``ScheduleError`` listing the
+        policies), and a memory budget only with a policy that reads one (``ModelSpecError``:
+        the budget would silently do nothing). Repeats dropped, order kept."""
+        from streamplan.schedule.registry import POLICIES, policy_info
+
+        names = tuple(dict.fromkeys(policies))
+        infos = [policy_info(p) for p in names]
+        if self.budget is not None and names and not any(i.budgeted for i in infos):
+            aware = [p for p in POLICIES if policy_info(p).budgeted]
+            raise ModelSpecError(
+                "--budget only applies to a policy that reads a memory budget: " + ", ".join(aware),
+                hint=f"add --policy {aware[0]} (in Python: a budget-aware policy), or drop the budget",
+            )
+        return names
+
     def replace(self, **changes: Any) -> Settings:
         """These settings with ``changes`` (checked as a new ``Settings`` is)."""
         return dataclasses.replace(self, **changes)
@@ -119,9 +137,7 @@ class Settings:
         on ``cost`` (default: a fresh ``cost_model()``)."""
         budget = self.budget
         if budget is not None:
-            budget = dataclasses.replace(
-                budget, includes_inputs=self.includes.inputs, includes_params=self.includes.params
-            )
+            budget = dataclasses.replace(budget, includes=self.includes)
         return ScheduleContext(
             max_streams=self.max_streams,
             cost=cost if cost is not None else self.cost_model(),
@@ -145,23 +161,19 @@ class Settings:
             "budget": None if self.budget is None else self.budget.describe(),
             "time_limit_s": self.time_limit_s,
             "seed": self.seed,
-            "policy_options": {k: dict(v) for k, v in self.policy_options.items()},
+            "policy_options": {k: dataclasses.asdict(v) for k, v in self.policy_options.items()},
             "device_memory_bytes": self.device_memory_bytes,
         }
 
 
-def _checked_options(options: Mapping[str, Mapping[str, Any]] | None) -> FrozenDict:
-    """Per-policy options, each policy and option name checked against the registry."""
-    from streamplan.schedule.registry import policy_info
+def _checked_options(options: Mapping[str, Any] | None) -> FrozenDict:
+    """Per-policy options as each policy's options dataclass, checked against the registry;
+    a policy's defaults are left out (so equal settings are equal however they were written)."""
+    from streamplan.schedule.registry import policy_info, policy_options
 
-    out: dict[str, FrozenDict] = {}
+    out: dict[str, Any] = {}
     for name, opts in (options or {}).items():
-        info = policy_info(name)
-        if not isinstance(opts, Mapping):
-            raise ScheduleError(f"the options of policy {name!r} must be a mapping, got {opts!r}")
-        unknown = sorted(set(opts) - info.options)
-        if unknown:
-            takes = f"it takes {', '.join(sorted(info.options))}" if info.options else "it takes no options"
-            raise ScheduleError(f"policy {name!r} has no option {', '.join(map(repr, unknown))}", hint=takes)
-        out[name] = freeze(dict(opts))
+        typed = policy_options(name, opts)
+        if typed != policy_info(name).options_type()():
+            out[name] = typed
     return FrozenDict(out)

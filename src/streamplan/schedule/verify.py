@@ -22,12 +22,12 @@ from streamplan.ir.schedule import StreamSchedule, schedule_error, structure_pro
 
 def verify_schedule(graph: Graph, schedule: StreamSchedule) -> None:
     """Raise ``ScheduleError`` naming the first problems when ``schedule`` is invalid for ``graph``."""
-    problems = check_schedule(graph, schedule)
+    problems = schedule_problems(graph, schedule)
     if problems:
         raise schedule_error(problems, graph, schedule)
 
 
-def check_schedule(graph: Graph, schedule: StreamSchedule) -> list[str]:
+def schedule_problems(graph: Graph, schedule: StreamSchedule) -> list[str]:
     """Every problem of ``schedule`` for ``graph``, one message each (empty when valid)."""
     problems = structure_problems(graph, schedule)
     problems.extend(_check_order(graph, schedule))

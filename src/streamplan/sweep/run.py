@@ -147,8 +147,3 @@ def _result(
         engine=engine.name,
         output=None if output is None else str(output),
     )
-
-
-def rows_by_key(rows: Sequence[SweepRow]) -> dict[tuple[Any, ...], SweepRow]:
-    """``rows`` by their job's key (for comparing two sweeps)."""
-    return {r.key: r for r in rows}

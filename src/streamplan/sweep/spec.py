@@ -18,8 +18,10 @@ from typing import Any
 
 from streamplan.errors import ModelSpecError
 from streamplan.ir.frozen import FrozenDict
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.models import DTYPES, ModelRequest
 from streamplan.schedule.context import FUSION_MODES, MemoryBudget, ScheduleContext
+from streamplan.schedule.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -48,19 +50,22 @@ class Job:
             self.model, batch=self.batch, dtype=self.dtype, train=self.train, optimizer=self.optimizer
         )
 
-    def context(self, settings: SweepSettings) -> ScheduleContext:
-        """The scheduling context of the job (no progress: it runs in a worker)."""
-        from streamplan.app.context import make_context
-
-        return make_context(
+    def settings(self, shared: SweepSettings) -> Settings:
+        """What the job's analysis runs under: its axes, and the settings every job shares."""
+        return Settings(
             device=self.device,
             cuda_graphs=self.cuda_graphs,
             max_streams=self.max_streams,
-            budget=None if self.budget is None else MemoryBudget.parse(self.budget),
-            time_limit_s=settings.time_limit_s,
-            seed=settings.seed,
             fusion=self.fusion,
+            includes=shared.includes,
+            budget=self.budget,
+            time_limit_s=shared.time_limit_s,
+            seed=shared.seed,
         )
+
+    def context(self, shared: SweepSettings) -> ScheduleContext:
+        """The scheduling context of the job's policy (no progress: it runs in a worker)."""
+        return self.settings(shared).context(self.policy)
 
     def to_dict(self) -> dict[str, Any]:
         return {a.name: getattr(self, a.name) for a in AXES}
@@ -106,17 +111,22 @@ class SweepSettings:
     """
 
     memory: bool = True
-    include_inputs: bool = False
-    include_params: bool = False
+    includes: Includes = ACTIVATIONS
     time_limit_s: float = 10.0
     seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """As rows and sweep files write them (the includes as their two flags)."""
+        return {
+            "memory": self.memory,
+            **self.includes.flags(),
+            "time_limit_s": self.time_limit_s,
+            "seed": self.seed,
+        }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any], *, where: str = "settings") -> SweepSettings:
-        names = {f.name for f in dataclasses.fields(SweepSettings)}
+        names = set(SweepSettings().to_dict())
         unknown = sorted(set(d) - names)
         if unknown:
             raise ModelSpecError(
@@ -124,13 +134,12 @@ class SweepSettings:
                 where=where,
                 hint=f"settings are {', '.join(sorted(names))}",
             )
-        try:
-            s = SweepSettings(**d)
-        except TypeError as e:
-            raise ModelSpecError(f"bad sweep settings: {e}", where=where) from None
-        for name in ("memory", "include_inputs", "include_params"):
-            if not isinstance(getattr(s, name), bool):
+        flags = {k: v for k, v in d.items() if k in ACTIVATIONS.flags()}
+        for name, value in {"memory": d.get("memory", True), **flags}.items():
+            if not isinstance(value, bool):
                 raise ModelSpecError(f"setting {name!r} must be true or false", where=where)
+        rest = {k: v for k, v in d.items() if k not in flags}
+        s = SweepSettings(**rest, includes=Includes.from_flags(flags))
         if (
             isinstance(s.time_limit_s, bool)
             or not isinstance(s.time_limit_s, (int, float))

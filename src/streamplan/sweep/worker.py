@@ -3,7 +3,7 @@
 ``capture(request)`` loads one model and returns its graph as graph JSON, the form
 that travels between processes and machines (and through Ray's object store); every
 job of that request then runs ``run_job(job, settings, capture)``: the same
-``compare_policies`` as ``streamplan compare``, for one policy, plus the sequential
+``Session.compare`` as ``streamplan compare``, for one policy, plus the sequential
 makespan of the graph for the speedup. Nothing here raises for a failing job: the
 error goes into the job's row and the sweep goes on.
 """
@@ -62,16 +62,15 @@ def capture(request: ModelRequest) -> Capture:
 def run_job(job: Job, settings: SweepSettings, shared: Capture | None = None) -> SweepRow:
     """One job's row: its policy scheduled, verified, simulated and (with ``settings.memory``)
     analysed on the job's graph, ``shared``'s when given, else loaded here."""
-    from streamplan.app.analysis import MemoryOptions, compare_policies
+    from streamplan.app.session import Session
 
     t0 = time.perf_counter()
     try:
         if shared is not None and shared.error is not None:
             return SweepRow.failed(job, settings, f"loading the model failed: {shared.error}")
         graph = _graph(job.request(), shared)
-        ctx = job.context(settings)
-        includes = MemoryOptions(settings.include_inputs, settings.include_params)
-        (row,) = compare_policies(graph, [job.policy], ctx, memory=settings.memory, includes=includes)
+        session = Session(graph, job.settings(settings))
+        (row,) = session.compare([job.policy], memory=settings.memory).rows
         d = row.to_dict()
         if d.get("speedup") is None and d.get("makespan_ms"):
             d["speedup"] = _baseline_ms(job, settings, graph) / d["makespan_ms"]

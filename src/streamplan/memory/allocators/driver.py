@@ -8,6 +8,7 @@ from typing import Any
 from streamplan.cost.timeline import OpSpan, Timeline
 from streamplan.errors import BudgetError, ModelSpecError, ScheduleError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.allocators._base import OutOfMemory
 from streamplan.memory.allocators.exact import ExactAllocator
@@ -17,7 +18,7 @@ from streamplan.memory.allocators.pow2 import Pow2Allocator
 from streamplan.memory.allocators.report import AllocatorOOM, AllocatorReport, AllocatorStep
 from streamplan.memory.allocators.torch_cuda import TorchCudaAllocator
 from streamplan.memory.launch_time import HostKnowledge
-from streamplan.memory.liveness import Includes, Liveness, liveness
+from streamplan.memory.liveness import Liveness, liveness
 
 MODELS = ("exact", "page", "pow2", "torch-cuda")
 RESIDENT_STREAM = -1  # inputs/params are created on the default stream, not a schedule stream
@@ -37,8 +38,7 @@ def replay(
     *,
     timeline: Timeline | None = None,
     device_memory_bytes: int | None = None,
-    include_inputs: bool = False,
-    include_params: bool = False,
+    includes: Includes = ACTIVATIONS,
     live: Liveness | None = None,
     op_memory: OpMemory | None = None,
     run_ahead: bool = False,
@@ -47,7 +47,7 @@ def replay(
 
     Each activation storage is allocated when the host launches its producer and
     freed once the host has launched its last user; graph outputs stay. With
-    ``include_inputs``/``include_params`` those storages are allocated first (in the
+    ``includes`` counting inputs or params, those storages are allocated first (in the
     graph's storage order, on the default stream: pools of their own) and never freed, as in a
     measured ``max_memory_allocated``. Zero-byte storages allocate nothing.
 
@@ -65,7 +65,7 @@ def replay(
     order the reuse). The other models ignore streams. ``device_memory_bytes`` is the capacity available to the
     allocator: the replay stops at the first request that does not fit even after
     the cache is emptied, and ``oom`` says where. ``live`` reuses a ``liveness``
-    already computed for this graph, schedule and include flags.
+    already computed for this graph, schedule and ``includes``.
 
     ``op_memory`` adds what ops allocate beyond the graph's tensors (measured
     scratch and per-stream library workspaces, see ``op_memory``): each op's scratch
@@ -77,11 +77,11 @@ def replay(
     if device_memory_bytes is not None and device_memory_bytes <= 0:
         raise BudgetError(f"device memory must be positive, got {device_memory_bytes} bytes")
     if live is None:
-        live = liveness(graph, schedule, include_inputs=include_inputs, include_params=include_params)
-    elif live.includes != Includes(include_inputs, include_params):
+        live = liveness(graph, schedule, includes=includes)
+    elif live.includes != includes:
         raise ScheduleError(
-            f"the liveness given counts {live.includes.describe()}, not what the flags ask",
-            hint="pass include_inputs/include_params matching the liveness, or no liveness",
+            f"the liveness given counts {live.includes.describe()}, not {includes.describe()}",
+            hint="pass the includes of the liveness, or no liveness",
         )
     residents, allocs, frees = _bucket_lives(live, len(schedule.launch_order))
     spans = _spans(timeline, schedule) if timeline is not None else None
@@ -140,8 +140,7 @@ def replay(
         segment_allocs=alloc.segment_allocs,
         alloc_retries=alloc.alloc_retries,
         resident_bytes=sum(n for _, n in residents),
-        include_inputs=include_inputs,
-        include_params=include_params,
+        includes=includes,
         uses_timeline=spans is not None,
         op_memory=extra is not None,
         run_ahead=host is not None,

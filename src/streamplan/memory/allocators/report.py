@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.ir.includes import Includes
+
 MIB = 1 << 20
 
 
@@ -60,7 +62,7 @@ class AllocatorReport:
     ``memory_stats()["segment.all.peak"]``), ``segment_allocs`` how many were made,
     ``alloc_retries`` how often the out-of-memory path freed the cache and retried.
     ``resident_bytes`` is what the included inputs/params take (allocated first,
-    never freed); activations only when both ``include_*`` flags are False.
+    never freed); zero when ``includes`` counts activations only.
     ``op_memory`` says whether measured op scratch and stream workspaces were added.
     ``held_peak_bytes`` is the most bytes handed out or freed-but-held (``record_stream``)
     at once; ``run_ahead`` says the replay let the device lag as far as the host waits allow.
@@ -75,8 +77,7 @@ class AllocatorReport:
     segment_allocs: int
     alloc_retries: int
     resident_bytes: int
-    include_inputs: bool
-    include_params: bool
+    includes: Includes
     uses_timeline: bool
     op_memory: bool = False
     run_ahead: bool = False  # held blocks came back as late as the host waits allow
@@ -92,8 +93,7 @@ class AllocatorReport:
             "segment_allocs": self.segment_allocs,
             "alloc_retries": self.alloc_retries,
             "resident_bytes": self.resident_bytes,
-            "include_inputs": self.include_inputs,
-            "include_params": self.include_params,
+            **self.includes.flags(),
             "uses_timeline": self.uses_timeline,
             "run_ahead": self.run_ahead,
             "held_peak_bytes": self.held_peak_bytes,
@@ -108,12 +108,7 @@ class AllocatorReport:
         return out
 
     def __str__(self) -> str:
-        what = (
-            "activations"
-            + ("+inputs" if self.include_inputs else "")
-            + ("+params" if self.include_params else "")
-            + ("+op scratch" if self.op_memory else "")
-        )
+        what = self.includes.brief("+") + ("+op scratch" if self.op_memory else "")
         text = (
             f"allocator {self.model} ({what}): allocated peak {self.allocated_peak_bytes / MIB:.2f} MiB, "
             f"reserved peak {self.reserved_peak_bytes / MIB:.2f} MiB, {self.segments} segments"
