@@ -201,7 +201,7 @@ def schedules_for(draw, graph: Graph, max_streams: int = 3) -> StreamSchedule:
 def with_host_waits(draw, graph: Graph, schedule: StreamSchedule, max_waits: int = 3) -> StreamSchedule:
     """``schedule`` with a few random host waits (each on an op launched earlier), and
     without ``record_stream`` half the time where the verifier accepts that."""
-    from streamplan.schedule.verify import check_schedule
+    from streamplan.schedule.verify import schedule_problems
 
     order = schedule.launch_order
     pairs = [(u, v) for j, v in enumerate(order) for u in order[:j]]
@@ -209,7 +209,7 @@ def with_host_waits(draw, graph: Graph, schedule: StreamSchedule, max_waits: int
     out = schedule.replace(host_waits=tuple(Wait(u, v) for u, v in picked))
     if draw(st.booleans()):
         plain = out.replace(record_stream=False)
-        if not check_schedule(graph, plain):
+        if not schedule_problems(graph, plain):
             return plain
     return out
 

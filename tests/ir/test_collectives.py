@@ -9,7 +9,7 @@ from streamplan.errors import FileFormatError, GraphError, ScheduleError
 from streamplan.ir import Graph, Node, StreamSchedule, Value, Wait, dumps, loads, structure_problems, verify
 from streamplan.ir.collectives import collective_node, collective_of, collectives, is_collective
 from streamplan.ir.printer import format_graph
-from streamplan.schedule.verify import check_schedule, verify_schedule
+from streamplan.schedule.verify import schedule_problems, verify_schedule
 
 MIB = 1 << 20
 
@@ -157,8 +157,8 @@ def test_a_host_wait_orders_what_is_launched_after_it():
     g = sharded()
     # rs reads y from mul on another stream: no device wait, but the host waited for mul
     s = StreamSchedule(("ag", "mul", "rs"), {"ag": 1, "mul": 0, "rs": 2}, (Wait("ag", "mul"),))
-    assert any("not ordered" in p for p in check_schedule(g, s))
-    assert check_schedule(g, s.replace(host_waits=(Wait("mul", "rs"),))) == []
+    assert any("not ordered" in p for p in schedule_problems(g, s))
+    assert schedule_problems(g, s.replace(host_waits=(Wait("mul", "rs"),))) == []
     # the equivalent device waits say the same order
     ordered = s.replace(host_waits=(Wait("mul", "rs"),))
     assert Wait("mul", "rs") in ordered.ordering_waits()
@@ -170,7 +170,7 @@ def test_freeing_without_record_stream_needs_the_reuse_ordered():
     s = StreamSchedule(
         ("ag", "mul", "rs"), {"ag": 1, "mul": 0, "rs": 1}, (Wait("ag", "mul"), Wait("mul", "rs"))
     )
-    assert check_schedule(g, s.replace(record_stream=False)) == []  # rs waits for mul: safe
+    assert schedule_problems(g, s.replace(record_stream=False)) == []  # rs waits for mul: safe
     g2 = g.replace(
         nodes=(
             *g.nodes,
@@ -184,6 +184,6 @@ def test_freeing_without_record_stream_needs_the_reuse_ordered():
         {"ag": 1, "mul": 0, "other": 1, "rs": 2},
         (Wait("ag", "mul"), Wait("mul", "rs")),
     )
-    problems = check_schedule(g2, s2.replace(record_stream=False))
+    problems = schedule_problems(g2, s2.replace(record_stream=False))
     assert any("without record_stream" in p and "other" in p for p in problems)
-    assert check_schedule(g2, s2) == []
+    assert schedule_problems(g2, s2) == []

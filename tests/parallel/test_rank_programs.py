@@ -18,7 +18,7 @@ from streamplan.memory.launch_time import held_peak
 from streamplan.parallel import plan_of, rank_program
 from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import make_schedule
-from streamplan.schedule.verify import check_schedule
+from streamplan.schedule.verify import schedule_problems
 
 RANKS = 4
 
@@ -85,7 +85,7 @@ def test_a_plan_needs_a_training_step(step):
 def test_overlap_puts_collectives_on_their_streams_with_the_knobs(step):
     g = rank_program(step, f"fsdp={RANKS}")
     s = overlap(g)
-    assert check_schedule(g, s) == []
+    assert schedule_problems(g, s) == []
     for n in collectives(g):
         assert s.streams[n.id] == (1 if n.op == "comm.all_gather" else 2)
     assert s.host_waits and s.record_stream  # in_flight=2 by default

@@ -34,11 +34,12 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import ScheduleError
+from streamplan.ir.frozen import freeze
 from streamplan.ir.includes import Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Liveness
@@ -253,16 +254,20 @@ class LaunchTimeMemory:
 
     worst: HeldPeak
     simulated: HeldPeak | None
-    torch_cuda_worst: dict[str, int] | None
+    torch_cuda_worst: Mapping[str, int] | None
     host_waits: int
     record_stream: bool
     communicates: bool
+
+    def __post_init__(self) -> None:
+        if self.torch_cuda_worst is not None:  # read-only, so the figures are a hashable value
+            object.__setattr__(self, "torch_cuda_worst", freeze(self.torch_cuda_worst))
 
     def to_dict(self) -> dict:
         return {
             "held_worst_case": self.worst.to_dict(),
             "held_simulated": None if self.simulated is None else self.simulated.to_dict(),
-            "torch_cuda_run_ahead": self.torch_cuda_worst,
+            "torch_cuda_run_ahead": None if self.torch_cuda_worst is None else dict(self.torch_cuda_worst),
             "host_waits": self.host_waits,
             "record_stream": self.record_stream,
         }

@@ -20,13 +20,15 @@ this policy schedules it the way the frameworks do:
   event waits), so the block is reusable at once.
 
 The knobs default to the plan recorded in the graph (``meta["parallel"]``), and can be
-overridden as policy options. Data dependencies across streams get the usual waits.
+overridden as policy options (``OverlapOptions``; ``"plan"``: the plan's value). Data
+dependencies across streams get the usual waits.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import deque
+from dataclasses import dataclass
 
 from streamplan.ir.collectives import is_collective
 from streamplan.ir.graph import Graph
@@ -39,16 +41,42 @@ KNOBS = ("forward_prefetch", "backward_prefetch", "in_flight", "record_stream")
 DEFAULTS = {"forward_prefetch": 1, "backward_prefetch": 1, "in_flight": 2, "record_stream": True}
 
 
-def knobs_of(graph: Graph, options) -> dict:
+FROM_PLAN = "plan"
+
+
+@dataclass(frozen=True)
+class OverlapOptions:
+    """The knobs of ``overlap``; each ``"plan"`` (the default) takes the value of the plan the
+    rank program was made with. ``in_flight`` None: no host waits (unbounded run-ahead)."""
+
+    forward_prefetch: int | str = FROM_PLAN
+    backward_prefetch: int | str = FROM_PLAN
+    in_flight: int | None | str = FROM_PLAN
+    record_stream: bool | str = FROM_PLAN
+
+    def __post_init__(self) -> None:
+        for name in ("forward_prefetch", "backward_prefetch"):
+            v = getattr(self, name)
+            if v != FROM_PLAN and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise ValueError(f"{name} must be an integer >= 0 or 'plan', got {v!r}")
+        v = self.in_flight
+        if v not in (FROM_PLAN, None) and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"in_flight must be an integer >= 1, None or 'plan', got {v!r}")
+        if self.record_stream not in (FROM_PLAN, True, False):
+            raise ValueError(f"record_stream must be true, false or 'plan', got {self.record_stream!r}")
+
+
+def knobs_of(graph: Graph, options: OverlapOptions | None = None) -> dict:
     """The overlap knobs: policy options, else the graph's plan, else ``DEFAULTS``."""
     plan = (graph.meta.get("parallel") or {}).get("plan", {})
     out = {k: plan.get(k, v) for k, v in DEFAULTS.items()}
-    out.update({k: options[k] for k in KNOBS if k in options})
+    if options is not None:
+        out.update({k: getattr(options, k) for k in KNOBS if getattr(options, k) != FROM_PLAN})
     return out
 
 
 def schedule_overlap(graph: Graph, ctx: ScheduleContext) -> StreamSchedule:
-    knobs = knobs_of(graph, ctx.options)
+    knobs = knobs_of(graph, ctx.options_as(OverlapOptions))
     streams = {n.id: _stream_of(n) for n in graph.nodes}
     if ctx.max_streams < 3:
         streams = {op: min(s, ctx.max_streams - 1) for op, s in streams.items()}

@@ -98,7 +98,7 @@ _REGISTRY: tuple[PolicyInfo, ...] = (
         "overlap",
         "streamplan.schedule.overlap:schedule_overlap",
         "collectives on communication streams, prefetched, with the host's in-flight limit (FSDP, DDP)",
-        frozenset({"forward_prefetch", "backward_prefetch", "in_flight", "record_stream"}),
+        "streamplan.schedule.overlap:OverlapOptions",
     ),
 )
 _BY_NAME: dict[str, PolicyInfo] = {p.name: p for p in _REGISTRY}
