@@ -97,6 +97,18 @@ def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
         )
 
 
+def graph_name(spec: str) -> str:
+    """The name a model spec's graph gets (what reports, generated class names and a saved
+    schedule's record show): a ``file.py:function`` model is named after its function, since
+    one file often holds many models; a model file (``.onnx``, graph ``.json``) after the
+    file; any other spec (a zoo name) is its own name."""
+    if ".py:" in spec:
+        return spec.rpartition(":")[2] or Path(spec.rpartition(":")[0]).stem
+    if spec.endswith((".onnx", ".json")):
+        return Path(spec).stem
+    return spec
+
+
 def _python_functions_hint(path: Path) -> str:
     """Name the file's top-level functions (read, not run) so the user can pick one."""
     form = "the function takes no arguments and returns (module, example_inputs)"
@@ -248,7 +260,7 @@ def training_problem_of(spec: str, *, batch: int | None = None) -> tuple[Any, st
         module, inputs, loss_fn = _load_user(spec, batch=batch)
         return TrainingProblem(
             module, inputs, loss_fn, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
-        ), Path(spec.rpartition(":")[0]).stem
+        ), graph_name(spec)
     from streamplan.zoo.registry import get_model
     from streamplan.zoo.training import training_problem
 
@@ -282,7 +294,7 @@ def _cast_problem(problem: Any, dtype: str) -> Any:
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
     module, inputs = load_python_module(spec, batch=batch)
-    return _capture(module, inputs, name=Path(spec.rpartition(":")[0]).stem, dtype=dtype)
+    return _capture(module, inputs, name=graph_name(spec), dtype=dtype)
 
 
 def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any]:
