@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from streamplan.errors import ExecutionError
+from streamplan.errors import ExecutionError, StreamplanError
+from streamplan.frontends.user_code import running_user_code
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.interpret import initial_env, params_from_module
@@ -252,8 +253,10 @@ def _eager_reference(
     written = [vid for vid in written_leaves(graph) if isinstance(params.get(vid), torch.Tensor)]
     saved = {vid: params[vid].clone() for vid in written}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), running_user_code("the model, run eagerly for reference,", name):
             ref = _flat_tensors(module(*(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)))
+    except StreamplanError:
+        raise
     except Exception as e:  # the user's model fails on its own: not streamplan's doing
         raise ExecutionError(
             f"the model raised when run eagerly: {type(e).__name__}: {e}",

@@ -99,7 +99,8 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
     except Exception as e:
         raise ExecutionError(
             f"while executing %{node.id} ({node.op}): {type(e).__name__}: {e}",
-            hint="the op itself failed; check its inputs' shapes and dtypes",
+            hint="the op failed on the tensors the run gave it: check a hand-written graph's shapes and "
+            "dtypes; if the model runs eagerly, it is a streamplan bug (please report it)",
         ) from e
     return _match_outputs(node, result)
 
