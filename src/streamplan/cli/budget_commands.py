@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from streamplan.cli.app import app
@@ -31,7 +29,6 @@ from streamplan.cli.common import (
     write_file,
 )
 from streamplan.cli.progress import progress_display
-from streamplan.errors import ModelSpecError
 
 
 @app.command()
@@ -61,18 +58,13 @@ def pareto(
     from streamplan.app.budget import pareto_front
     from streamplan.app.context import make_context
     from streamplan.report.pareto import front_tables, render_front
-    from streamplan.report.plot import FORMATS
+    from streamplan.report.plot import image_format
     from streamplan.schedule.context import MemoryBudget
 
     fmt = None
     if output:
-        fmt = Path(output).suffix.lower().lstrip(".")
-        if fmt not in FORMATS:
-            raise ModelSpecError(
-                f"cannot tell the image format from {output!r}",
-                hint=f"end the file name with .{', .'.join(FORMATS)}",
-            )
-        check_file(output, force=force, protected=(model,))
+        check_file(output, force=force, protected=(model, measured))
+        fmt = image_format(output)
     kind = MemoryBudget(
         limit_bytes=0, figure=budget_figure, includes_inputs=include_inputs, includes_params=include_params
     )
@@ -89,7 +81,7 @@ def pareto(
         front = pareto_front(g, ctx, points=points, budget=kind)
         image = render_front(front, fmt=fmt) if fmt else None
     if output and image is not None:
-        write_file(output, image, force=force, protected=(model,))
+        write_file(output, image, force=force, protected=(model, measured))
         if not as_json:
             err.print(f"wrote {output}")
     if as_json:

@@ -63,7 +63,7 @@ def codegen(
     from streamplan.ir.schedule import StreamSchedule
 
     if output:
-        check_file(output, force=force, protected=(model,) + ((schedule_file,) if schedule_file else ()))
+        check_file(output, force=force, protected=(model, schedule_file))
     saved = StreamSchedule.load(schedule_file) if schedule_file else None
     with progress_display(err) as progress:
         ctx = make_context(device=device, max_streams=max_streams, progress=progress, fusion=fusion)
@@ -72,8 +72,7 @@ def codegen(
             g, saved if saved is not None else policy, ctx, model=model, class_name=class_name
         )
     if output:
-        protected = (model,) + ((schedule_file,) if schedule_file else ())
-        write_file(output, result.source, force=force, protected=protected)
+        write_file(output, result.source, force=force, protected=(model, schedule_file))
     if as_json:
         emit_json({**result.to_dict(), "output": output})
     elif output:

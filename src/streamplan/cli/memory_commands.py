@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import typer
 
@@ -97,12 +96,17 @@ def memory_cmd(
     cuda_graphs: bool = CudaGraphsOpt,
     budget: str | None = BudgetOpt,
     fusion: str = FusionOpt,
+    full_trace: bool = typer.Option(
+        False,
+        "--full-trace",
+        help="print every launch of the host-order trace, not only those around its peak",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.memory import analyze_run_memory
-    from streamplan.report.views import memory_lines
+    from streamplan.report.views import TRACE_LAUNCHES, memory_lines
 
     capacity = _device_memory_bytes(device_memory)
     limit = parse_budget(budget, policies=(policy,))
@@ -140,7 +144,7 @@ def memory_cmd(
                 f"(exit status {EXIT_OUT_OF_MEMORY})",
                 markup=False,
             )
-        for line in memory_lines(analysis):
+        for line in memory_lines(analysis, trace_launches=None if full_trace else TRACE_LAUNCHES):
             out.print(line, markup=False)
     if oom is not None:
         raise typer.Exit(EXIT_OUT_OF_MEMORY)
@@ -237,15 +241,10 @@ def plot(
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
     from streamplan.app.analysis import memory_curve, memory_curves, run_schedule
     from streamplan.app.context import make_context
-    from streamplan.report.plot import FORMATS, render
+    from streamplan.report.plot import image_format, render
 
-    fmt = Path(output).suffix.lower().lstrip(".")
-    if fmt not in FORMATS:
-        raise ModelSpecError(
-            f"cannot tell the image format from {output!r}",
-            hint=f"end the file name with .{', .'.join(FORMATS)}",
-        )
     check_file(output, force=force, protected=(model, *(schedule_files or ())))
+    fmt = image_format(output)
     names = parse_policies(policies, default="sequential" if schedule_files else "sequential,asap")
     limit = parse_budget(budget, policies=tuple(names))
     with progress_display(err) as progress:

@@ -19,7 +19,7 @@ from streamplan.cli.common import (
     PolicyOpt,
     StreamsOpt,
     TrainOpt,
-    check_file,
+    check_files,
     emit_json,
     err,
     load_graph,
@@ -91,9 +91,7 @@ def remat(
     policy_info(policy)
     solver_info(solver)
     parse_budget(budget, baseline_bytes=1)  # a budget that cannot be read fails before any work
-    for path in (output, schedule_out):
-        if path:
-            check_file(path, force=force, protected=(model,))
+    check_files((output, schedule_out), force=force, protected=(model, measured))
     with progress_display(err) as progress:
         ctx = make_context(
             device=device,
@@ -118,9 +116,9 @@ def remat(
     if output:
         from streamplan.ir.serialize import dumps
 
-        write_file(output, dumps(plan.graph), force=force, protected=(model,))
+        write_file(output, dumps(plan.graph), force=force, protected=(model, measured))
     if schedule_out:
-        write_file(schedule_out, plan.schedule.dumps(), force=force, protected=(model,))
+        write_file(schedule_out, plan.schedule.dumps(), force=force, protected=(model, measured))
     if as_json:
         emit_json(plan.to_dict())
         return

@@ -79,7 +79,7 @@ def run(
                 "--trace records per-op times on the CPU runtime only",
                 hint="drop --trace, or use torch.profiler around streamplan.runtime.run on the GPU",
             )
-        check_file(trace, force=force, protected=(model,))
+        check_file(trace, force=force, protected=(model, schedule_file))
     with progress_display(err) as progress:
         ctx = make_context(
             device=device or profile_for(on),
@@ -112,14 +112,14 @@ def run(
             (report.comparison.result.timeline, f"{name} measured on cpu"),
             (report.simulated, f"{name} simulated ({report.profile} profile)"),
         ]
-        write_file(trace, dumps_traces(traces), force=force, protected=(model,))
+        write_file(trace, dumps_traces(traces), force=force, protected=(model, schedule_file))
         if not as_json:
             out.print(f"  wrote {trace}: measured and simulated timelines (open in ui.perfetto.dev)")
     if as_json:
         emit_json(report.to_dict())
         return
     for line in run_lines(report, target=on, repeat=repeat):
-        out.print(line)
+        out.print(line, markup=True)
 
 
 @app.command()

@@ -171,7 +171,7 @@ def simulate(
     from streamplan.report.trace import dumps_trace
 
     if trace:
-        check_file(trace, force=force, protected=(model,))
+        check_file(trace, force=force, protected=(model, schedule_file, measured))
     limit = parse_budget(budget, policies=(policy,))
     with progress_display(err) as progress:
         ctx = make_context(
@@ -195,7 +195,7 @@ def simulate(
             trace,
             dumps_trace(tl, name=f"{g.name} {s.policy}", live_bytes=live),
             force=force,
-            protected=(model,),
+            protected=(model, schedule_file, measured),
         )
     coverage = MeasuredCoverage.of(ctx.cost)
     result = {

@@ -13,7 +13,7 @@ from streamplan.cli.app import app
 from streamplan.cli.common import (
     ForceOpt,
     JsonOpt,
-    check_file,
+    check_files,
     emit_json,
     err,
     out,
@@ -117,6 +117,7 @@ def sweep(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run compare over every combination of the axes, locally or on Ray; resumable JSON Lines rows."""
+    from streamplan.report.safe_text import quoted
     from streamplan.report.sweep import FORMATS, PLOTS, failures, render, summary_table
     from streamplan.sweep import SweepInterrupted, SweepMismatchError, SweepSettings, SweepSpec, run_sweep
     from streamplan.sweep.export import check_parquet, to_csv, to_parquet
@@ -134,13 +135,12 @@ def sweep(
         raise ModelSpecError(f"unknown plot format {plot_format!r}", hint=f"use one of {', '.join(FORMATS)}")
     if output:
         _check_journal(output)
-    protected = tuple(p for p in (output, sweep_file) if p)
+    protected = (output, sweep_file)
     exports = [(p, f) for p, f in ((csv_out, "csv"), (parquet_out, "parquet")) if p]
     plot_files = {what: f"{plots}-{what}.{plot_format}" for what in PLOTS} if plots else {}
-    for path, _ in exports:
-        check_file(path, force=force, protected=protected)
-    for path in plot_files.values():
-        check_file(path, force=force, protected=protected)
+    # before the sweep: an export that is the rows file (or the sweep file) is refused now
+    check_files((output, *(p for p, _ in exports), *plot_files.values()), force=True, protected=(sweep_file,))
+    check_files((*(p for p, _ in exports), *plot_files.values()), force=force, protected=protected)
     if parquet_out:
         check_parquet()
     engine = _engine(ray or ray_address is not None, ray_address, workers)
@@ -164,15 +164,16 @@ def sweep(
         err.print(f"interrupted: {len(r.rows)} of {r.total} rows finished{kept}", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     for path, fmt in exports:
-        write_file(path, to_csv(result.rows) if fmt == "csv" else to_parquet(result.rows), force=force)
+        rows = to_csv(result.rows) if fmt == "csv" else to_parquet(result.rows)
+        write_file(path, rows, force=force, protected=protected)
     for what, path in plot_files.items():
-        write_file(path, render(result.rows, what, fmt=plot_format), force=force)
+        write_file(path, render(result.rows, what, fmt=plot_format), force=force, protected=protected)
     if as_json:
         emit_json(result.to_dict())
         return
     out.print(summary_table(result.rows, title=Path(output).name if output else "sweep"))
     for line in failures(result.rows):
-        out.print(f"[red]failed[/red] {line}", highlight=False)
+        out.print(f"[red]failed[/red] {quoted(line)}", markup=True)
     where = f"{output}: " if output else ""
     err.print(
         f"{where}{len(result.rows)} rows ({result.ran} run now on {result.engine}, {result.skipped} already there, "

@@ -17,6 +17,7 @@ from streamplan.errors import BudgetError
 from streamplan.ir.graph import Graph
 from streamplan.memory.liveness import PARAM_KINDS, Includes
 
+MAX_BUDGET_BYTES = 1 << 60  # 1 EiB
 UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
@@ -38,10 +39,19 @@ def parse_budget(budget: str | int | float, baseline_bytes: int | None = None) -
     if unit == "x":
         if baseline_bytes is None:
             raise BudgetError(f"budget {budget!r} is a factor, but there is no baseline peak to scale")
-        return int(value * baseline_bytes)
+        return _at_most_any_device(budget, value * baseline_bytes)
     if unit not in UNITS:
         raise _unreadable(budget)
-    return int(value * UNITS[unit])
+    return _at_most_any_device(budget, value * UNITS[unit])
+
+
+def _at_most_any_device(budget: object, n_bytes: float) -> int:
+    if n_bytes > MAX_BUDGET_BYTES:  # a typo (1e300x): its bytes would print as 300 digits
+        raise BudgetError(
+            f"budget {budget!r} is {n_bytes:.3g} bytes, more than any device has",
+            hint=f"give at most {MAX_BUDGET_BYTES >> 60} EiB (a factor such as 0.5x, or 16GiB)",
+        )
+    return int(n_bytes)
 
 
 def fmt_mib(n: int) -> str:
