@@ -108,12 +108,6 @@ def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
             where=spec,
             hint="export the model again at that batch size, or drop the batch size",
         )
-    if dtype is not None and spec.endswith(".json"):
-        raise ModelSpecError(
-            "a graph file has fixed element types: it cannot be cast to another dtype",
-            where=spec,
-            hint="export the model again with that dtype, or drop the dtype",
-        )
     _check_not_a_file(spec)
     if spec.endswith(".py") or spec.endswith(".py:"):
         raise ModelSpecError(
@@ -246,7 +240,7 @@ def _load(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
 
         if not Path(spec).exists():
             raise ModelSpecError(f"graph file {spec!r} does not exist")
-        return verify(load(spec))
+        return _of_dtype(verify(load(spec)), dtype, spec)
     if ".py:" in spec:
         return _with_batch(_load_python_spec(spec, batch=batch, dtype=dtype), batch)
     if spec.endswith(".onnx"):
@@ -269,6 +263,19 @@ def _load(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
     # computes nothing, and a large batch must not allocate its real inputs
     module, inputs = entry.load_factory()(1)
     return _with_batch(_capture(module, _rebatch(inputs, target, fake=True), name=spec, dtype=dtype), target)
+
+
+def _of_dtype(graph: Graph, dtype: str | None, spec: str) -> Graph:
+    """A graph file as it is: asking for the dtype it already has is fine (a sweep always asks for
+    one), any other is refused rather than ignored (its shapes and types are fixed)."""
+    floating = {v.dtype for v in graph.values.values() if v.dtype in DTYPES}
+    if dtype is None or floating <= {dtype}:
+        return graph
+    raise ModelSpecError(
+        f"a graph file has fixed element types ({', '.join(sorted(floating))}): it cannot be cast to {dtype}",
+        where=spec,
+        hint="export the model again with that dtype, or drop the dtype",
+    )
 
 
 def _out_of_host_memory(e: BaseException) -> bool:

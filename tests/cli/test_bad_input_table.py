@@ -341,3 +341,25 @@ def test_a_closed_pipe_ends_the_command_quietly_with_status_0():
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0 and err == "", err
+
+
+def test_a_zoo_capture_is_given_fake_inputs_of_the_batch_asked_for(monkeypatch):
+    """``--batch 1024`` built 1.5 GB of real example inputs for a capture that computes nothing."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    import streamplan.models as models
+
+    class Captured(Exception):
+        pass
+
+    seen = {}
+
+    def capture(module, inputs, *, name, dtype):
+        seen["inputs"] = inputs
+        raise Captured
+
+    monkeypatch.setattr(models, "_capture", capture)
+    with pytest.raises(Captured):
+        models.load_model("squeezenet", batch=4096)
+    (x,) = seen["inputs"]
+    assert isinstance(x, FakeTensor) and tuple(x.shape) == (4096, 3, 224, 224)

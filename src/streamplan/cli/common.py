@@ -61,7 +61,7 @@ BatchOpt = typer.Option(
     None, "--batch", help="rebuild the model's example inputs at this batch size (not for graph .json files)"
 )
 DtypeOpt = typer.Option(
-    None, "--dtype", help="float32 (default), float16, bfloat16, float64 (not for graph .json files)"
+    None, "--dtype", help="float32 (default), float16, bfloat16, float64 (a graph .json keeps its own)"
 )
 JsonOpt = typer.Option(
     False, "--json", help='print machine-readable JSON only; an error is a JSON object {"error": ...}'
