@@ -1,8 +1,12 @@
-"""Every ```python block in README.md and docs/*.md runs as written."""
+"""Every ```python block in README.md and docs/*.md runs as written, saved as a script: each is
+written to a file and run as ``__main__`` from it (``runpy.run_path``), as ``python example.py``
+runs it, so that what a script meets and ``exec`` does not (worker processes that import the
+main script again) is met here too."""
 
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,9 @@ def test_the_docs_have_examples():
 
 
 @pytest.mark.parametrize("code", BLOCKS)
-def test_example_runs(code, capsys):
-    exec(compile(code, "<doc example>", "exec"), {"__name__": "__doc_example__"})
+def test_example_runs_as_a_saved_script(code, tmp_path, monkeypatch, capsys):
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    monkeypatch.chdir(tmp_path)  # files an example writes land beside it
+    runpy.run_path(str(script), run_name="__main__")
     assert capsys.readouterr().out.strip(), "an example should print what it shows"

@@ -6,14 +6,15 @@ graph it gives is plain data. Each capture is stored as graph JSON under
 ``~/.cache/streamplan``, named by a hash of everything that decides the graph:
 
 - every field of the ``ModelRequest`` (spec, batch, dtype, and any field added later);
-- for ``file.py:function`` specs, the file's resolved path and its content (for ``hf:PATH``
-  specs, the ``config.json``'s);
+- for ``file.py:function`` specs, the file's resolved path and its content, and the content
+  of every module in the file's directory tree that it imports, directly or through one
+  another (read from the import statements: a module imported by a name computed at run
+  time is not seen; after editing such a one, capture again with the command line's
+  ``--no-cache``); for ``hf:PATH`` specs, the ``config.json``'s content;
 - the versions of torch, streamplan and the optional package a zoo model needs, and a
   digest of streamplan's own capture code (so an edited checkout never reads stale graphs).
 
-Loading a cached graph imports no torch. A file the user's model imports is not part
-of the key: after editing such a file, capture again (the command line's ``--no-cache``)
-or clear the cache.
+Loading a cached graph imports no torch.
 Entries are written atomically; an unreadable or mismatching entry is a miss.
 """
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from streamplan.files import write_output
+from streamplan.frontends.user_code import local_imports
 from streamplan.ir.graph import Graph
 
 SCHEMA = "streamplan.capture-cache"
@@ -71,10 +73,15 @@ class CaptureCache:
 
     def key_of(self, request: Any) -> dict[str, Any]:
         """Everything that decides the request's graph, as plain JSON data."""
-        key: dict[str, Any] = {"request": request.fields()}
+        key: dict[str, Any] = {"request": request.normalized().fields()}
         py = request.python_file()
         if py is not None:
-            key["file"] = {"path": str(py.resolve()), "sha256": _file_digest(py)}
+            key["file"] = {
+                "path": str(py.resolve()),
+                "sha256": _file_digest(py),
+                # the modules beside it that it imports: editing one captures again
+                "imports": {str(p): _file_digest(p) for p in local_imports(py)},
+            }
         key["versions"] = {
             "streamplan": _dist_version("streamplan"),
             "streamplan_code": _capture_code_digest(),

@@ -67,3 +67,14 @@ class ExecutionError(StreamplanError, RuntimeError):
 
 class MissingDependencyError(StreamplanError, ImportError):
     """An optional package a feature needs is not installed (the hint says how to install it)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) as the command line raises it (``on_sigint``): a plain
+    ``KeyboardInterrupt`` met while a model's own code runs under that handler was raised
+    by the code itself, and is reported as the model's error, not as an interruption."""
+
+
+def on_sigint(signum: int, frame: object) -> None:
+    """A SIGINT handler raising ``Interrupted`` (the command line installs it)."""
+    raise Interrupted()

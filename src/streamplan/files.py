@@ -75,6 +75,21 @@ def check_output(path: str | Path, *, force: bool = False, protected: tuple[str 
     return p
 
 
+def check_outputs(
+    paths: tuple[str | Path | None, ...], *, force: bool = False, protected: tuple[str | Path, ...] = ()
+) -> tuple[Path, ...]:
+    """``check_output`` for each of a command's outputs (None: not asked for), and no two of them
+    the same file: one would overwrite the other once all the work is done."""
+    given = [Path(p) for p in paths if p is not None and str(p) != ""]
+    for i, p in enumerate(given):
+        for q in given[:i]:
+            if _same_path(p, q):
+                raise OutputFileError(
+                    f"given as two outputs ({q} and {p})", where=str(p), hint="give each output its own path"
+                )
+    return tuple(check_output(p, force=force, protected=protected) for p in given)
+
+
 def write_output(
     path: str | Path, data: str | bytes, *, force: bool = False, protected: tuple[str | Path, ...] = ()
 ) -> Path:
@@ -115,5 +130,13 @@ def _mode_for(p: Path) -> int:
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.exists() and b.exists() and a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """The same file, or the same path for files not written yet."""
+    try:
+        return _same_file(a, b) or os.path.realpath(a) == os.path.realpath(b)
     except OSError:
         return False

@@ -5,14 +5,22 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamplan.errors import ModelSpecError
+from streamplan.frontends.user_code import (
+    USER_MODULE_PREFIX,
+    directory_on_path,
+    local_imports,
+    running_user_code,
+)
 from streamplan.ir.graph import Graph
 from streamplan.ir.verify import verify
 from streamplan.progress import ProgressFn, no_progress
@@ -64,13 +72,23 @@ class ModelRequest:
                 )
 
     def fields(self) -> dict[str, Any]:
-        """Every field by name (what the capture cache keys on)."""
+        """Every field by name (what the capture cache keys on, once ``normalized``)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if out["parallel"] is None:
             del out["parallel"]  # keys of requests without a plan stay as they were
         else:
             out["parallel"] = out["parallel"].describe()
         return out
+
+    def normalized(self) -> ModelRequest:
+        """The same request with what is implied spelled out, so that two ways of asking for
+        one graph are one request: a zoo model without a batch is at its default batch."""
+        if self.batch is not None or not self.captures or ".py:" in self.spec or self.spec.endswith(".onnx"):
+            return self
+        from streamplan.zoo.registry import ZOO
+
+        entry = ZOO.get(self.spec)
+        return dataclasses.replace(self, batch=entry.default_batch) if entry is not None else self
 
     @property
     def captures(self) -> bool:
@@ -146,6 +164,7 @@ def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
             where=spec,
             hint="export the model again at that batch size, or drop the batch size",
         )
+    _check_not_a_file(spec)
     if spec.endswith(".py") or spec.endswith(".py:"):
         raise ModelSpecError(
             f"a Python model spec names a function: {spec.rstrip(':')}:FUNCTION",
@@ -188,6 +207,51 @@ def _is_torch_zoo(spec: str) -> bool:
 
     entry = ZOO.get(spec)
     return entry is not None and entry.kind == "torch"
+
+
+def graph_name(spec: str) -> str:
+    """The name a model spec's graph gets (what reports, generated class names and a saved
+    schedule's record show): a ``file.py:function`` model is named after its function, since
+    one file often holds many models; a model file (``.onnx``, graph ``.json``) after the
+    file; any other spec (a zoo name) is its own name."""
+    if ".py:" in spec:
+        return spec.rpartition(":")[2] or Path(spec.rpartition(":")[0]).stem
+    if spec.endswith((".onnx", ".json")):
+        return Path(spec).stem
+    return spec
+
+
+def input_files(*specs: str | Path | None) -> tuple[Path, ...]:
+    """The files a request reads, which none of its outputs may overwrite: for a
+    ``file.py:function`` spec the file and the modules beside it that it imports; for any
+    other spec or file given (a graph ``.json``, an ``.onnx``, a ``--schedule`` or
+    ``--measured`` table, a sweep file), the file itself when there is one."""
+    out: list[Path] = []
+    for spec in specs:
+        if spec is None or str(spec) == "":
+            continue
+        text = str(spec)
+        if ".py:" in text:
+            out += [_python_path(text), *local_imports(_python_path(text))]
+        elif Path(text).exists():
+            out.append(Path(text))
+    return tuple(dict.fromkeys(out))
+
+
+FORMS_HINT = "a model is a zoo name (streamplan zoo), random:N, a graph .json, a .onnx or file.py:function"
+
+
+def _check_not_a_file(spec: str) -> None:
+    """A path that is no model spec is named for what it is (a directory, another file), not
+    matched against the zoo's names."""
+    if spec.endswith((".json", ".onnx", ".py", ".py:")) or ".py:" in spec or spec.startswith("random"):
+        return
+    from streamplan.zoo.registry import ZOO
+
+    if spec in ZOO or not os.path.lexists(spec):
+        return
+    what = "a directory" if Path(spec).is_dir() else "a file streamplan cannot read as a model"
+    raise ModelSpecError(f"is {what}, not a model", where=spec, hint=FORMS_HINT)
 
 
 def _python_functions_hint(path: Path) -> str:
@@ -233,13 +297,27 @@ def load_model(
             where=spec,
             hint="ask for the training step as well, or leave the optimizer out",
         )
-    with _attention_kernel(attention):
-        if train:
-            graph = _load_training(
-                spec, batch=batch, dtype=dtype, optimizer=optimizer, precision=precision, attention=attention
-            )
-        else:
-            graph = _load(spec, batch=batch, dtype=dtype, attention=attention)
+    try:
+        with _attention_kernel(attention):
+            if train:
+                graph = _load_training(
+                    spec,
+                    batch=batch,
+                    dtype=dtype,
+                    optimizer=optimizer,
+                    precision=precision,
+                    attention=attention,
+                )
+            else:
+                graph = _load(spec, batch=batch, dtype=dtype, attention=attention)
+    except (MemoryError, RuntimeError) as e:
+        if not _out_of_host_memory(e):
+            raise
+        raise ModelSpecError(
+            f"building the model's tensors ran out of memory ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
+            where=spec,
+            hint="a smaller --batch (a training step builds its real example inputs and labels)",
+        ) from None
     if not graph.nodes:
         raise ModelSpecError(
             "the model has no operators: its forward computes nothing on tensors (returning, say, "
@@ -285,7 +363,7 @@ def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | N
 
         if not Path(spec).exists():
             raise ModelSpecError(f"graph file {spec!r} does not exist")
-        return verify(load(spec))
+        return _of_dtype(verify(load(spec)), dtype, spec)
     if ".py:" in spec:
         return _with_batch(_load_python_spec(spec, batch=batch, dtype=dtype), batch)
     if spec.endswith(".onnx"):
@@ -303,8 +381,29 @@ def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | N
                 f"model {spec!r} needs the optional package {entry.requires!r}",
                 hint=f"pip install {entry.requires}  (or: pip install 'streamplan[{entry.requires}]')",
             )
-    module, inputs = entry.load_factory()(batch or entry.default_batch)
-    return _with_batch(_capture(module, inputs, name=spec, dtype=dtype), batch or entry.default_batch)
+    target = batch or entry.default_batch
+    # inputs are built small and given to the capture as fakes of the batch asked for: a capture
+    # computes nothing, and a large batch must not allocate its real inputs
+    module, inputs = entry.load_factory()(1)
+    return _with_batch(_capture(module, _rebatch(inputs, target, fake=True), name=spec, dtype=dtype), target)
+
+
+def _of_dtype(graph: Graph, dtype: str | None, spec: str) -> Graph:
+    """A graph file as it is: asking for the dtype it already has is fine (a sweep always asks for
+    one), any other is refused rather than ignored (its shapes and types are fixed)."""
+    floating = {v.dtype for v in graph.values.values() if v.dtype in DTYPES}
+    if dtype is None or floating <= {dtype}:
+        return graph
+    raise ModelSpecError(
+        f"a graph file has fixed element types ({', '.join(sorted(floating))}): it cannot be cast to {dtype}",
+        where=spec,
+        hint="export the model again with that dtype, or drop the dtype",
+    )
+
+
+def _out_of_host_memory(e: BaseException) -> bool:
+    text = str(e)
+    return isinstance(e, MemoryError) or "can't allocate memory" in text or "DefaultCPUAllocator" in text
 
 
 def _with_batch(graph: Graph, batch: int | None) -> Graph:
@@ -357,22 +456,29 @@ def _load_training(
             )
     from streamplan.frontends.training import capture_training
 
-    problem, name = training_problem_of(spec, batch=batch, device="meta", attention=attention)
-    master_dtype = None
-    if precision is not None:  # mixed precision: the model in bf16/fp16, fp32 master weights and state
-        from streamplan.frontends.precision import PRECISIONS
+    user_file = ".py:" in spec
+    with directory_on_path(_python_path(spec).parent) if user_file else contextlib.nullcontext():
+        problem, name = training_problem_of(spec, batch=batch, device="meta", attention=attention)
+        master_dtype = None
+        if precision is not None:  # mixed precision: the model in bf16/fp16, fp32 master weights and state
+            from streamplan.frontends.precision import PRECISIONS
 
-        dtype, master_dtype = PRECISIONS[precision]
-    if dtype is not None and dtype != "float32":
-        problem = _cast_problem(problem, dtype)
-    if batch is None and is_hub_spec(spec):
-        batch = 1
-    elif batch is None and ".py:" not in spec:  # a zoo model's step is built at its default batch
-        from streamplan.zoo.registry import get_model
+            dtype, master_dtype = PRECISIONS[precision]
+        if dtype is not None and dtype != "float32":
+            problem = _cast_problem(problem, dtype)
+        if batch is None and is_hub_spec(spec):
+            batch = 1
+        elif batch is None and not user_file:  # a zoo model's step is built at its default batch
+            from streamplan.zoo.registry import get_model
 
-        batch = get_model(spec).default_batch
+            batch = get_model(spec).default_batch
+        with (
+            running_user_code(f"{name}'s model, while traced,", spec)
+            if user_file
+            else contextlib.nullcontext()
+        ):
+            graph = capture_training(problem, optimizer=optimizer, name=name, master_dtype=master_dtype)
     # recorded as for inference: JSON reports it, and a saved schedule's fingerprint names it
-    graph = capture_training(problem, optimizer=optimizer, name=name, master_dtype=master_dtype)
     return _with_batch(graph, batch)
 
 
@@ -392,7 +498,7 @@ def training_problem_of(
         module, inputs, loss_fn, targets = _load_user(spec, batch=batch, with_targets=True)
         return TrainingProblem(
             module, inputs, loss_fn, targets, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
-        ), Path(spec.rpartition(":")[0]).stem
+        ), graph_name(spec)
     from streamplan.zoo.registry import get_model
     from streamplan.zoo.training import training_problem
 
@@ -433,8 +539,14 @@ def _cast_floats(x: Any, tdt: Any) -> Any:
 
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
-    module, inputs = load_python_module(spec, batch=batch)
-    return _capture(module, inputs, name=Path(spec.rpartition(":")[0]).stem, dtype=dtype)
+    with directory_on_path(_python_path(spec).parent):  # forward may import a sibling lazily
+        module, inputs, _ = _load_user(spec, batch=batch, fake=True)
+        with running_user_code(f"{graph_name(spec)}'s model, while traced,", spec):
+            return _capture(module, inputs, name=graph_name(spec), dtype=dtype)
+
+
+def _python_path(spec: str) -> Path:
+    return Path(spec.rpartition(":")[0])
 
 
 def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any]:
@@ -444,34 +556,33 @@ def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any
     return module, inputs
 
 
-def _load_user(spec: str, *, batch: int | None = None, with_targets: bool = False) -> tuple[Any, ...]:
+def _load_user(
+    spec: str, *, batch: int | None = None, fake: bool = False, with_targets: bool = False
+) -> tuple[Any, ...]:
     """Import ``path/to/file.py``, call ``function()``: ``(module, example_inputs[, loss_fn[,
-    targets]])``; ``targets`` (a tuple of tensors the loss reads after the output, split with
+    targets]])``; ``batch`` rebuilds the inputs at that batch size (as fakes, for a capture,
+    with ``fake``); ``targets`` (a tuple of tensors the loss reads after the output, split with
     the batch when ranks share it) is returned only ``with_targets``."""
     path_text, _, func_name = spec.rpartition(":")
     path = Path(path_text)
     if not path.is_file():
         raise ModelSpecError(f"python file {path_text!r} does not exist", where=spec)
-    mod_name = f"_streamplan_user_{path.stem}"
-    try:
-        module_spec = importlib.util.spec_from_file_location(mod_name, path)
-        assert module_spec is not None and module_spec.loader is not None
-        user_mod = importlib.util.module_from_spec(module_spec)
-        sys.modules[mod_name] = user_mod
-        module_spec.loader.exec_module(user_mod)
-    except Exception as e:  # the user's file raised: report it, no traceback
-        raise ModelSpecError(f"importing {path_text} raised {type(e).__name__}: {e}", where=spec) from None
-    fn = getattr(user_mod, func_name, None)
-    if not callable(fn):
-        raise ModelSpecError(
-            f"{path_text} has no function {func_name!r}",
-            where=spec,
-            hint="the function must return (module, example_inputs)",
-        )
-    try:
-        result = fn()
-    except Exception as e:
-        raise ModelSpecError(f"{func_name}() raised {type(e).__name__}: {e}", where=spec) from None
+    with directory_on_path(path.parent):  # as Python runs a script: it can import its siblings
+        user_mod = _import_user_file(path, spec)
+        fn = getattr(user_mod, func_name, None)
+        if not callable(fn):
+            raise ModelSpecError(
+                f"{path_text} has no function {func_name!r}",
+                where=spec,
+                hint="the function must return (module, example_inputs)",
+            )
+        try:
+            with running_user_code(f"{func_name}()", spec):
+                result = fn()
+        except Exception as e:
+            if isinstance(e, ModelSpecError) and e.where == spec:
+                raise
+            raise ModelSpecError(f"{func_name}() raised {type(e).__name__}: {e}", where=spec) from None
     if not (isinstance(result, tuple) and len(result) in (2, 3, 4)):
         raise ModelSpecError(
             f"{func_name}() must return (module, example_inputs), (module, example_inputs, loss_fn) or "
@@ -484,24 +595,54 @@ def _load_user(spec: str, *, batch: int | None = None, with_targets: bool = Fals
     if loss_fn is not None and not callable(loss_fn):
         raise ModelSpecError(f"the loss function {func_name}() returned is not callable", where=spec)
     if batch is not None:
-        inputs = _rebatch(inputs, batch)
-        targets = _rebatch(tuple(targets), batch)
+        inputs = _rebatch(inputs, batch, fake=fake)
+        targets = _rebatch(tuple(targets), batch, fake=fake)
     if with_targets:
         return module, inputs, loss_fn, tuple(targets)
     return module, inputs, loss_fn
 
 
-def _rebatch(inputs: Any, batch: int) -> Any:
+def _import_user_file(path: Path, spec: str) -> Any:
+    mod_name = f"{USER_MODULE_PREFIX}{path.stem}"
+    try:
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        assert module_spec is not None and module_spec.loader is not None
+        user_mod = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = user_mod
+        with running_user_code(f"importing {path}", spec):
+            module_spec.loader.exec_module(user_mod)
+    except ModelSpecError:
+        raise
+    except Exception as e:  # the user's file raised: report it, no traceback
+        raise ModelSpecError(f"importing {path} raised {type(e).__name__}: {e}", where=spec) from None
+    return user_mod
+
+
+def _rebatch(inputs: Any, batch: int, *, fake: bool = False) -> Any:
+    """``inputs`` with every tensor's first dimension set to ``batch``: seeded random data, or
+    with ``fake`` tensors that have a shape and no data (what a capture needs: it computes
+    nothing, and a batch of a billion must not allocate)."""
     import torch
+
+    mode = contextlib.nullcontext()
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        mode = FakeTensorMode()
 
     def fix(x: Any) -> Any:
         if isinstance(x, torch.Tensor) and x.dim() > 0:
             shape = (batch, *x.shape[1:])
+            if fake:
+                with mode:
+                    return torch.empty(shape, dtype=x.dtype)
             if x.is_floating_point():
                 return torch.randn(shape, dtype=x.dtype, device=x.device)
             return torch.zeros(shape, dtype=x.dtype, device=x.device)
         if isinstance(x, (list, tuple)):
             return type(x)(fix(y) for y in x)
+        if isinstance(x, dict):
+            return {k: fix(v) for k, v in x.items()}
         return x
 
     return fix(inputs)

@@ -296,10 +296,8 @@ def test_hostile_sweep_files(workdir, where, p) -> None:
         _refused(r, None)
 
 
-@pytest.mark.xfail(
-    strict=False, reason="terminal escaping of names is the CLI hardening work's (Rich markup, emoji, ANSI)"
-)
-def test_terminal_output_shows_names_as_text__cli_hardening() -> None:
+def test_terminal_output_shows_names_as_text() -> None:
+    """Names from a file print as text: no rich markup, emoji codes or terminal control bytes."""
     doc = {**BASE, "name": "[red]x[/red] \x1b[31m :fire: \x1e\u2028"}
     doc = rename_node(doc, NODES[0], "[bold]n[/bold]:fire:")
     path = _write(SENTINEL.parent, f"{SENTINEL.name}-term.json", doc)

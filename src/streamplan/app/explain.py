@@ -326,12 +326,19 @@ def simulated_note(
         )
     else:
         where = f"between the host-order and worst-case figures ({running})"
-    why = (
-        "the host issues launches no faster than the kernels run, so streams often sit idle and "
-        "branches overlap only briefly"
-        if bound == "launch-bound"
-        else "kernels take longer than launching them, so queued branches run side by side"
-    )
+    if schedule.num_streams < 2:  # one queue: nothing runs side by side whatever the pace
+        why = (
+            "the host issues launches no faster than the kernels run, so the stream often sits idle"
+            if bound == "launch-bound"
+            else "kernels take longer than launching them, so launches queue up on the one stream"
+        )
+    elif bound == "launch-bound":
+        why = (
+            "the host issues launches no faster than the kernels run, so streams often sit idle and "
+            "branches overlap only briefly"
+        )
+    else:
+        why = "kernels take longer than launching them, so queued branches run side by side"
     text = (
         f"simulated on {device}: peak {mem.peak_bytes / (1 << 20):.3f} MiB at {mem.peak_ms:.4f} ms; {where}. "
         f"The timeline is {bound} (last launch at {launch_ms:.4f} ms, busiest stream {kernels_ms:.4f} ms, "

@@ -96,6 +96,8 @@ def exact_budget_schedule(
     portfolio (its strength on these models; it runs interleaved on fewer cores)."""
     from ortools.sat.python import cp_model
 
+    from streamplan.memory.cp_sat import solve
+
     t0 = time.perf_counter()
     budget = ctx.budget or MemoryBudget(limit_bytes=limit_bytes)
     ops = graph.node_ids
@@ -139,7 +141,7 @@ def exact_budget_schedule(
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, time_limit_s)
     solver.parameters.num_workers = max(1, workers)
-    status = solver.Solve(m)
+    status = solve(solver, m)  # Ctrl-C stops the command, not only the search
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         raise BudgetError(
             f"the exact solver found no plan within {limit_bytes} bytes in {time_limit_s:g} s "

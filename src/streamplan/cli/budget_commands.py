@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, write_file
 from streamplan.cli.options import COUNTED, Given, takes
-from streamplan.errors import ModelSpecError
 
 ParetoTimeLimitOpt = typer.Option(10.0, "--time-limit", min=0.1, help="search time per budget (s)")
 
@@ -30,17 +28,12 @@ def pareto(
 ) -> None:
     """The fastest schedule for each memory budget, from the floor to the fastest, beside every fixed policy."""
     from streamplan.report.pareto import front_tables, render_front
-    from streamplan.report.plot import FORMATS
+    from streamplan.report.plot import image_format
 
     fmt = None
     if output:
-        fmt = Path(output).suffix.lower().lstrip(".")
-        if fmt not in FORMATS:
-            raise ModelSpecError(
-                f"cannot tell the image format from {output!r}",
-                hint=f"end the file name with .{', .'.join(FORMATS)}",
-            )
         check_file(output, force=o.force, protected=o.protected())
+        fmt = image_format(output)
     with o.session() as s:
         front = s.pareto(points=points, figure=o.budget_figure)
         image = render_front(front, fmt=fmt) if fmt else None

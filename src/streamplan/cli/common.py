@@ -12,8 +12,33 @@ from rich.console import Console
 
 from streamplan.errors import StreamplanError
 
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 110)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class SafeConsole(Console):
+    """A console that prints user strings as they are: no markup or emoji codes read from what it
+    prints (a line that styles itself passes ``markup=True`` and quotes its user strings with
+    ``report.safe_text.quoted``), and control characters shown as escapes (``printable``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("markup", False)
+        kwargs.setdefault("emoji", False)
+        kwargs.setdefault("highlight", False)
+        super().__init__(**kwargs)
+
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``| head -1``): exit 0 quietly (rich's own choice is status 1)."""
+        from streamplan.cli.errors import closed_stdout
+
+        self.quiet = True
+        closed_stdout(self.file)
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        from streamplan.report.safe_text import printable
+
+        return super().render_str(printable(text), **kwargs)
+
+
+out = SafeConsole(width=None if sys.stdout.isatty() else 110)
+err = SafeConsole(stderr=True, soft_wrap=True)
 
 
 def emit_json(obj: Any) -> None:
@@ -53,22 +78,38 @@ def saved_or_policy(session, given):
     return session.schedule(given.policy)
 
 
-def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str, ...] = ()) -> None:
-    """``files.write_output`` with the CLI's words for the way out (``--force``)."""
+def write_file(path: str, data: str | bytes, *, force: bool, protected: tuple[str | None, ...] = ()) -> None:
+    """``files.write_output`` with the CLI's words for the way out (``--force``); ``protected``
+    names the command's inputs (model specs and files), never overwritten (``models.input_files``)."""
     from streamplan.files import OutputFileError, write_output
+    from streamplan.models import input_files
 
     try:
-        write_output(path, data, force=force, protected=protected)
+        write_output(path, data, force=force, protected=input_files(*protected))
     except OutputFileError as e:
         raise _with_force_hint(e) from None
 
 
-def check_file(path: str, *, force: bool, protected: tuple[str, ...] = ()) -> None:
-    """Refuse a bad output path before any long work starts."""
+def check_file(path: str, *, force: bool, protected: tuple[str | None, ...] = ()) -> None:
+    """Refuse a bad output path before any long work starts (``protected``: as ``write_file``)."""
     from streamplan.files import OutputFileError, check_output
+    from streamplan.models import input_files
 
     try:
-        check_output(path, force=force, protected=protected)
+        check_output(path, force=force, protected=input_files(*protected))
+    except OutputFileError as e:
+        raise _with_force_hint(e) from None
+
+
+def check_files(
+    paths: tuple[str | None, ...], *, force: bool, protected: tuple[str | None, ...] = ()
+) -> None:
+    """``check_file`` for each of a command's outputs (None: not asked for), no two the same."""
+    from streamplan.files import OutputFileError, check_outputs
+    from streamplan.models import input_files
+
+    try:
+        check_outputs(paths, force=force, protected=input_files(*protected))
     except OutputFileError as e:
         raise _with_force_hint(e) from None
 

@@ -58,7 +58,7 @@ def run_demo(
     out.print(Rule(f"3. {run_model}, run for real: one CPU thread per stream, random delays before ops"))
     report = analyze(run_model, batch=1, device="cpu").run("asap", on="cpu", chaos=True, repeat=3)
     for line in run_lines(report, target="cpu", repeat=3):
-        out.print(line)
+        out.print(line, markup=True)
     out.print(
         "\nNext: `streamplan explain inception_v3 --policy ios`, `streamplan plot inception_v3 "
         "--policies sequential,asap,ios -o mem.png`, `streamplan run inception_v3 --policy asap --chaos "

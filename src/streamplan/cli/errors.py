@@ -21,7 +21,7 @@ import threading
 import typer
 from rich.console import Console
 
-from streamplan.errors import StreamplanError
+from streamplan.errors import StreamplanError, on_sigint
 
 EXIT_USER_ERROR = 2
 EXIT_OUT_OF_MEMORY = 3
@@ -48,13 +48,12 @@ def _click_exceptions():
 
 
 def _interruptible() -> None:
-    """Make SIGINT raise KeyboardInterrupt even when it was inherited as ignored (a job started
-    in the background by a script): ``kill -INT`` must stop a long ``run`` with status 130."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) in (
-        signal.SIG_IGN,
-        None,
-    ):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    """Make SIGINT raise ``errors.Interrupted`` (a KeyboardInterrupt), also when it was inherited
+    as ignored (a job started in the background by a script): ``kill -INT`` must stop a long
+    ``run`` with status 130; and a KeyboardInterrupt a model's own code raises is then told
+    apart from Ctrl-C (``frontends.user_code``)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_sigint)
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -66,6 +65,18 @@ def _error_json(kind: str, message: str, where: str | None = None, hint: str | N
     sys.stdout.write(json.dumps(obj, indent=1) + "\n")
 
 
+def closed_stdout(stream=None) -> None:  # noqa: ANN001
+    """The reader of stdout (or ``stream``) went away (``streamplan memory M | head -1``): stop
+    quietly with status 0, as other tools do; the stream is pointed at /dev/null first, or
+    flushing it at exit fails again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, (stream or sys.stdout).fileno())
+    except (OSError, ValueError):  # no file descriptor (stdout replaced in-process): nothing to flush
+        pass
+    sys.exit(0)
+
+
 def run_app(app: typer.Typer, out: Console, err: Console) -> None:
     """Run the CLI; user errors -> one or two lines on stderr and exit status 2, never a traceback.
 
@@ -75,11 +86,18 @@ def run_app(app: typer.Typer, out: Console, err: Console) -> None:
     click_error, click_exit, click_abort = _click_exceptions()
     as_json = _wants_json(sys.argv[1:])
     _interruptible()
+
+    def interrupted(word: str = "interrupted") -> None:
+        if as_json:
+            _error_json("Interrupted", word, None, None)
+        err.print(word)
+        sys.exit(EXIT_INTERRUPTED)
+
     try:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
             if rc == EXIT_INTERRUPTED:  # typer returns Ctrl-C as status 130
-                err.print("interrupted")
+                interrupted()
             sys.exit(rc)
     except StreamplanError as e:
         if as_json:
@@ -87,8 +105,7 @@ def run_app(app: typer.Typer, out: Console, err: Console) -> None:
         err.print(f"error: {e.short()}", markup=False)
         sys.exit(EXIT_USER_ERROR)
     except click_abort:
-        err.print("aborted")
-        sys.exit(EXIT_INTERRUPTED)
+        interrupted("aborted")
     except click_error as e:  # bad usage: say what was wrong with the command line
         if type(e).__name__ == "NoArgsIsHelpError":
             out.print(e.format_message(), markup=False)
@@ -101,13 +118,12 @@ def run_app(app: typer.Typer, out: Console, err: Console) -> None:
     except click_exit as e:
         code = getattr(e, "exit_code", 0)
         if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
-            err.print("interrupted")
+            interrupted()
         sys.exit(code)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        interrupted()
     except BrokenPipeError:
-        sys.exit(0)
+        closed_stdout()
     except Exception as e:  # a bug in streamplan, not the user's fault
         if os.environ.get("STREAMPLAN_DEBUG"):
             raise

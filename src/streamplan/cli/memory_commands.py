@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from streamplan.cli.app import app
 from streamplan.cli.common import check_file, emit_json, err, out, print_notes, saved_or_policy, write_file
 from streamplan.cli.errors import EXIT_OUT_OF_MEMORY
 from streamplan.cli.options import CAPTURE, COST, COUNTED, INTERVAL_NOTE, Given, takes
-from streamplan.errors import ModelSpecError
 
 MEMORY_HELP = f"""Every memory figure for one schedule, the allocator replays, and the host-order trace.
 
@@ -34,8 +31,15 @@ the first line of the output, and the command ends with exit status {EXIT_OUT_OF
     "model", "policy", "schedule_file", *COST, "measured", *CAPTURE, *COUNTED,
     "device_memory_gib", "budget", "fusion", "as_json",
 )  # fmt: skip
-def memory_cmd(o: Given) -> None:
-    from streamplan.report.views import memory_lines
+def memory_cmd(
+    o: Given,
+    full_trace: bool = typer.Option(
+        False,
+        "--full-trace",
+        help="print every launch of the host-order trace, not only those around its peak",
+    ),
+) -> None:
+    from streamplan.report.views import TRACE_LAUNCHES, memory_lines
 
     with o.session(policies=[o.policy]) as s:
         run = saved_or_policy(s, o)
@@ -54,7 +58,7 @@ def memory_cmd(o: Given) -> None:
                 f"(exit status {EXIT_OUT_OF_MEMORY})",
                 markup=False,
             )
-        for line in memory_lines(analysis):
+        for line in memory_lines(analysis, trace_launches=None if full_trace else TRACE_LAUNCHES):
             out.print(line, markup=False)
     if oom is not None:
         raise typer.Exit(EXIT_OUT_OF_MEMORY)
@@ -98,16 +102,11 @@ def plot(
     output: str = typer.Option(..., "-o", "--output", help="image to write: .png, .svg or .pdf"),
 ) -> None:
     """Plot live memory over simulated time per policy, peaks marked, streams beneath."""
-    from streamplan.report.plot import FORMATS, render
+    from streamplan.report.plot import image_format, render
 
-    fmt = Path(output).suffix.lower().lstrip(".")
-    if fmt not in FORMATS:
-        raise ModelSpecError(
-            f"cannot tell the image format from {output!r}",
-            hint=f"end the file name with .{', .'.join(FORMATS)}",
-        )
     protected = o.protected(*(schedule_files or ()))
     check_file(output, force=o.force, protected=protected)
+    fmt = image_format(output)
     names = o.policy_names(default="sequential" if schedule_files else "sequential,asap")
     with o.session(policies=names) as s:
         saved = [s.load_schedule(f, any_fusion=True) for f in schedule_files or ()]

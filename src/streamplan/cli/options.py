@@ -31,6 +31,8 @@ from typing import Any
 import typer
 
 from streamplan.errors import ModelSpecError
+from streamplan.zoo.random_backward import MAX_FORWARD_OPS as MAX_RANDOM_TRAIN_OPS
+from streamplan.zoo.random_dag import MAX_OPS as MAX_RANDOM_OPS
 
 PROFILES = "v100, a100, h100, h200, cpu"
 DEFAULT_POLICIES = "sequential,memory,wavefront,asap,nimble,ios"
@@ -60,7 +62,14 @@ def _policy_help() -> str:
 
 # name -> (annotation, typer default): what a command's signature would otherwise repeat
 OPTIONS: dict[str, tuple[Any, Any]] = {
-    "model": (str, typer.Argument(..., help="zoo name, random:N[:seed], graph.json, or file.py:function")),
+    "model": (
+        str,
+        typer.Argument(
+            ...,
+            help=f"zoo name, random:N[:seed] (N <= {MAX_RANDOM_OPS}), random-train:N[:seed] "
+            f"(N <= {MAX_RANDOM_TRAIN_OPS}), graph.json, model.onnx, or file.py:function",
+        ),
+    ),
     "policy": (str, typer.Option("asap", "--policy", "-p", help=_policy_help())),
     "policies": (
         list[str] | None,
@@ -107,7 +116,11 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     ),
     "dtype": (
         str | None,
-        typer.Option(None, "--dtype", help="float32 (default), float16, bfloat16, float64"),
+        typer.Option(
+            None,
+            "--dtype",
+            help="float32 (default), float16, bfloat16, float64 (a graph .json keeps its own)",
+        ),
     ),
     "train": (
         bool,
@@ -332,8 +345,9 @@ class Given:
             yield s
 
     def protected(self, *more: str | None) -> tuple[str, ...]:
-        """The input files no output may overwrite: the model, and ``more``."""
-        return tuple(p for p in (self.model, self.schedule_file, *more) if p)
+        """The input files no output may overwrite: the model, the saved schedule, the measured
+        op table, and ``more``."""
+        return tuple(p for p in (self.model, self.schedule_file, self.measured, *more) if p)
 
 
 def parse_fusions(text: str) -> list[str]:

@@ -24,6 +24,7 @@ from rich.progress import (
 )
 
 from streamplan.progress import ProgressFn, no_progress
+from streamplan.report.safe_text import quoted
 
 SHOW_AFTER_S = 0.5
 
@@ -63,7 +64,8 @@ def progress_display(console: Console, *, enabled: bool = True, eta: bool = Fals
 
     def report(step: str, done: int | None = None, total: int | None = None) -> None:
         count = f"{done}/{total}" if done is not None and total else ""
-        bar.update(task, description=step, total=total or None, completed=done or 0, count=count)
+        # the step names the model: shown as it is (the column reads markup)
+        bar.update(task, description=quoted(step), total=total or None, completed=done or 0, count=count)
 
     try:
         yield report

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import check_file, emit_json, err, out, write_file
+from streamplan.cli.common import check_files, emit_json, err, out, write_file
 from streamplan.cli.options import COUNTED, Given, takes
 
 
@@ -64,9 +64,7 @@ def remat(
     solver_info(solver)
     settings = o.settings(budget=None)  # remat's budget bounds the plan, not a scheduling policy
     budget = o.settings().budget  # a budget that cannot be read fails before any work
-    for path in (output, schedule_out):
-        if path:
-            check_file(path, force=o.force, protected=o.protected())
+    check_files((output, schedule_out), force=o.force, protected=o.protected())
     with o.session(settings) as s:
         plan = s.remat(
             budget,

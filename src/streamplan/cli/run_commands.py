@@ -68,7 +68,7 @@ def run(
         emit_json(report.to_dict())
         return
     for line in run_lines(report, target=on, repeat=repeat):
-        out.print(line)
+        out.print(line, markup=True)
 
 
 @app.command()

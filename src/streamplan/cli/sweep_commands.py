@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from streamplan.cli.app import app
-from streamplan.cli.common import check_file, emit_json, err, out, write_file
+from streamplan.cli.common import check_files, emit_json, err, out, write_file
 from streamplan.cli.errors import EXIT_INTERRUPTED
 from streamplan.cli.options import COUNTED, Given, parse_fusions, takes
 from streamplan.cli.progress import progress_display
@@ -122,16 +122,17 @@ def sweep(
         raise ModelSpecError(f"unknown plot format {plot_format!r}", hint=f"use one of {', '.join(FORMATS)}")
     if output:
         _check_journal(output)
-    protected = tuple(p for p in (output, sweep_file) if p)
+    protected = (output, sweep_file)
     exports = [(p, f) for p, f in ((csv_out, "csv"), (parquet_out, "parquet")) if p]
     plot_files = {what: f"{plots}-{what}.{plot_format}" for what in PLOTS} if plots else {}
-    for path in [p for p, _ in exports] + list(plot_files.values()):
-        check_file(path, force=o.force, protected=protected)
+    # before the sweep: an export that is the rows file (or the sweep file) is refused now
+    check_files((output, *(p for p, _ in exports), *plot_files.values()), force=True, protected=(sweep_file,))
+    check_files((*(p for p, _ in exports), *plot_files.values()), force=o.force, protected=protected)
     if parquet_out:
         check_parquet()
     engine = _engine(ray or ray_address is not None, ray_address, workers)
     result = _run(spec, settings, output, engine, restart=restart, retry_failed=retry_failed)
-    _write(result, exports, plot_files, plot_format, force=o.force)
+    _write(result, exports, plot_files, plot_format, force=o.force, protected=protected)
     if o.as_json:
         emit_json(result.to_dict())
         return
@@ -158,24 +159,26 @@ def _run(spec: SweepSpec, settings: SweepSettings, output: str | None, engine: E
 
 
 def _write(
-    result: SweepResult, exports, plot_files: dict[str, str], plot_format: str, *, force: bool
+    result: SweepResult, exports, plot_files: dict[str, str], plot_format: str, *, force: bool, protected
 ) -> None:
     """The tables (CSV, Parquet) and plots asked for, once the sweep is done."""
     from streamplan.report.sweep import render
     from streamplan.sweep.export import to_csv, to_parquet
 
     for path, fmt in exports:
-        write_file(path, to_csv(result.rows) if fmt == "csv" else to_parquet(result.rows), force=force)
+        rows = to_csv(result.rows) if fmt == "csv" else to_parquet(result.rows)
+        write_file(path, rows, force=force, protected=protected)
     for what, path in plot_files.items():
-        write_file(path, render(result.rows, what, fmt=plot_format), force=force)
+        write_file(path, render(result.rows, what, fmt=plot_format), force=force, protected=protected)
 
 
 def _print(result: SweepResult, output: str | None, written: list[str]) -> None:
+    from streamplan.report.safe_text import quoted
     from streamplan.report.sweep import failures, summary_table
 
     out.print(summary_table(result.rows, title=Path(output).name if output else "sweep"))
     for line in failures(result.rows):
-        out.print(f"[red]failed[/red] {line}", highlight=False)
+        out.print(f"[red]failed[/red] {quoted(line)}", markup=True)
     where = f"{output}: " if output else ""
     err.print(
         f"{where}{len(result.rows)} rows ({result.ran} run now on {result.engine}, {result.skipped} already there, "

@@ -5,7 +5,8 @@
 ``Value`` per tensor result; ``getitem`` nodes fold into their producer's outputs,
 ops without tensor results (``sym_size``, ``_assert_*``, profiler marks) are dropped
 (static scalars are substituted into the ops that read them), and
-``wrap_with_set_grad_enabled`` regions are inlined. Everything it cannot represent
+``wrap_with_set_grad_enabled`` regions are inlined, and so are autocast regions (a disabled
+one as written, an enabled one traced again under autocast, with the casts it inserts). Everything it cannot represent
 goes into one ``Problems`` list, raised at the end as a single ``UnsupportedError``.
 Used by ``torch_capture.capture`` and ``torch_capture.graph_from_fx``.
 """
@@ -214,35 +215,48 @@ class FxConverter:
 
     def _higher_order(self, gm: torch.fx.GraphModule, node: torch.fx.Node, nid: str, prefix: str) -> None:
         op_name = node.target.name()
-        if op_name in _WRAPPERS_TO_INLINE:
-            sub_index = next(
-                (
-                    i
-                    for i, a in enumerate(node.args)
-                    if isinstance(
-                        self.ref.get(a) if isinstance(a, torch.fx.Node) else None, torch.fx.GraphModule
+        found = self._subgraph_call(node)
+        if op_name in _WRAPPERS_TO_INLINE and found is not None:
+            self.ref[node] = self._inline(node, nid, *found)
+            return
+        if op_name == "wrap_with_autocast" and found is not None:
+            sub, operands = found
+            device_type, dtype, enabled, cache_enabled = node.args[:4]
+            if enabled:  # what autocast runs: its casts as ops, the ops at the dtypes it picks
+                sub = _autocast_traced(sub, operands, device_type, dtype, cache_enabled)
+                if sub is None:
+                    self.problems.add(
+                        "higher-order op wrap_with_autocast",
+                        nid,
+                        "this autocast region could not be traced with its casts; cast the model to "
+                        "one dtype (--dtype) instead",
                     )
-                ),
-                None,
-            )
-            if sub_index is not None:
-                sub = self.ref[node.args[sub_index]]
-                operands = node.args[sub_index + 1 :]
-                holders = [n.name for n in sub.graph.nodes if n.op == "placeholder"]
-                bindings = {
-                    h: (self.ref.get(a) if isinstance(a, torch.fx.Node) else a)
-                    for h, a in zip(holders, operands, strict=False)
-                }
-                self.ref[node] = self._walk(sub, sub.graph, prefix=f"{nid}.", bindings=bindings)
-                return
+                    return
+            # a disabled region is a no-op: its ops run as written
+            self.ref[node] = self._inline(node, nid, sub, operands)
+            return
         todo = {
             "cond": "data-dependent branching (torch.cond) cannot be scheduled statically; "
             "capture each branch as its own model",
             "while_loop": "loops with a data-dependent trip count cannot be captured; unroll them",
-            "wrap_with_autocast": "autocast regions are not supported; cast the model to one dtype "
-            "(--dtype) instead",
         }.get(op_name, "higher-order ops are not supported; rewrite forward with plain tensor ops")
         self.problems.add(f"higher-order op {op_name}", nid, todo)
+
+    def _subgraph_call(self, node: torch.fx.Node) -> tuple[torch.fx.GraphModule, tuple] | None:
+        """The submodule a wrapper op calls and the operands it passes, or None."""
+        for i, a in enumerate(node.args):
+            sub = self.ref.get(a) if isinstance(a, torch.fx.Node) else None
+            if isinstance(sub, torch.fx.GraphModule):
+                return sub, tuple(node.args[i + 1 :])
+        return None
+
+    def _inline(self, node: torch.fx.Node, nid: str, sub: torch.fx.GraphModule, operands: tuple) -> list[Any]:
+        holders = [n.name for n in sub.graph.nodes if n.op == "placeholder"]
+        bindings = {
+            h: (self.ref.get(a) if isinstance(a, torch.fx.Node) else a)
+            for h, a in zip(holders, operands, strict=False)
+        }
+        return self._walk(sub, sub.graph, prefix=f"{nid}.", bindings=bindings)
 
     # -- ATen ops ----------------------------------------------------------
     def _aten(
@@ -404,6 +418,30 @@ def _to_values(x: Any, values: dict[str, Value]) -> Any:
     if isinstance(x, (list, tuple)):
         return [_to_values(y, values) for y in x]
     return x
+
+
+def _autocast_traced(
+    sub: torch.fx.GraphModule, operands: tuple, device_type: str, dtype: Any, cache_enabled: Any
+) -> torch.fx.GraphModule | None:
+    """``sub`` traced again under ``torch.autocast``: the export keeps an autocast region as a call
+    whose ops are those written, while running it casts inputs and picks lower-precision kernels;
+    tracing below autocast records those casts as ops (and composite ops as their parts)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in operands]
+    fake_mode = next((v.fake_mode for v in vals if hasattr(v, "fake_mode")), None)
+    if fake_mode is None:
+        return None
+
+    def region(*xs: Any) -> Any:
+        with torch.autocast(device_type, dtype=dtype, enabled=True, cache_enabled=bool(cache_enabled)):
+            return sub(*xs)
+
+    try:
+        with fake_mode:
+            return make_fx(region, tracing_mode="real")(*vals)
+    except Exception:  # noqa: BLE001 - reported as an unsupported construct by the caller
+        return None
 
 
 def _fetch_attr(gm: torch.nn.Module, target: str) -> Any:

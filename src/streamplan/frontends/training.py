@@ -93,7 +93,15 @@ class _LossNotScalar(Exception):
 
 
 class _Step(torch.nn.Module):
-    """model + loss as one module returning ``(loss,)``; remembers which half it is in."""
+    """model + loss as one module returning ``(loss,)``; remembers which half it is in.
+
+    A tensor registered under several names (tied weights) is one parameter to the tracer:
+    ``named_parameters``/``named_buffers`` list each tensor once, under its first name, and
+    the forward points every other name at whatever the tracer put under the first. Traced
+    name by name instead, the tensor becomes one input per name, and a name whose module is
+    never called (T5's ``shared``, whose uses go through ``encoder.embed_tokens``) gets no
+    gradient although eager gives the one parameter the sum of all its uses.
+    """
 
     def __init__(self, problem: TrainingProblem, n_args: int, kwarg_names: tuple[str, ...] = ()):
         super().__init__()
@@ -102,13 +110,24 @@ class _Step(torch.nn.Module):
         self.n_args = n_args
         self.kwarg_names = kwarg_names  # keyword inputs, passed positionally after the arguments
         self.phase = "forward"
+        self.aliases = _aliases(self.model)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        return super().named_parameters(prefix, recurse, remove_duplicate=True)
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        return super().named_buffers(prefix, recurse, remove_duplicate=True)
 
     def forward(self, *flat: Any, **kwargs: Any) -> tuple[torch.Tensor]:
+        from torch.nn.utils.stateless import _reparametrize_module
+
         self.phase = "forward"
         n_kw = self.n_args + len(self.kwarg_names)
         args, targets = flat[: self.n_args], flat[n_kw:]
         kwargs = {**kwargs, **dict(zip(self.kwarg_names, flat[self.n_args : n_kw]))}
-        output = self.model(*args, **kwargs)
+        tied = {alias: _attr_path(self.model, first) for alias, first in self.aliases.items()}
+        with _reparametrize_module(self.model, tied):
+            output = self.model(*args, **kwargs)
         problem = dataclasses.replace(self.problem, targets=tuple(targets))
         loss = problem.compute_loss(output)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -116,6 +135,36 @@ class _Step(torch.nn.Module):
             raise _LossNotScalar(f"the loss must be a scalar, got {shape}")
         self.phase = "backward"  # what runs after this is autograd's backward
         return (loss,)
+
+
+def _slots(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every place a parameter or buffer is held (a module's attribute), each once: a module
+    registered under two names (``encoder.embed_tokens`` is ``shared``) holds its tensors in one
+    place, which setting them by each name in turn would swap twice (and not restore)."""
+    return [
+        (f"{prefix}.{key}" if prefix else key, t)
+        for prefix, mod in module.named_modules()
+        for held in (mod._parameters, mod._buffers)
+        for key, t in held.items()
+        if t is not None
+    ]
+
+
+def _aliases(module: torch.nn.Module) -> dict[str, str]:
+    """Each further place holding a tensor held in several (tied weights) -> its first name."""
+    first: dict[int, str] = {}
+    out: dict[str, str] = {}
+    for fqn, t in _slots(module):
+        name = first.setdefault(id(t), fqn)
+        if name != fqn:
+            out[fqn] = name
+    return out
+
+
+def _attr_path(module: torch.nn.Module, fqn: str) -> Any:
+    for part in fqn.split("."):
+        module = getattr(module, part)
+    return module
 
 
 def capture_training(
@@ -159,11 +208,6 @@ def capture_training(
     module.train()
     gm, sig = _trace(step, (*args, *tensor_kwargs.values(), *problem.targets), kwargs, name)
     n_inputs = len(pytree.tree_leaves((args, tensor_kwargs)))
-    first_name: dict[int, str] = {}
-    tied = {  # a parameter registered under two names (tied weights) -> its first name
-        fqn.removeprefix("model."): first_name.setdefault(id(p), fqn).removeprefix("model.")
-        for fqn, p in step.named_parameters(remove_duplicate=False)
-    }
     return _to_graph(
         gm,
         sig,
@@ -172,7 +216,6 @@ def capture_training(
         name,
         n_inputs=n_inputs,
         hyperparameters=hyperparameters,
-        tied=tied,
         master_dtype=master_dtype,
     )
 
@@ -204,10 +247,7 @@ def _trace(step: _Step, flat: tuple, kwargs: dict, name: str) -> tuple[torch.fx.
     def fake(x: Any) -> Any:
         return fake_of(mode, x)  # meta tensors (full-size models) become fake CPU tensors
 
-    state = {
-        **dict(step.named_parameters(remove_duplicate=False)),
-        **dict(step.named_buffers(remove_duplicate=False)),
-    }
+    state = dict(_slots(step))  # every place, tied ones too: none may keep a real tensor while tracing
     try:
         with _quiet(), _no_stack_traces():
             fakes: dict[int, Any] = {}  # a tensor registered under two names (tied weights) stays one
@@ -277,7 +317,6 @@ def _to_graph(
     name: str,
     n_inputs: int,
     hyperparameters: Mapping[str, float] | None = None,
-    tied: Mapping[str, str] | None = None,
     master_dtype: str | None = None,
 ) -> Graph:
     g = gm.graph
@@ -309,7 +348,6 @@ def _to_graph(
         if node.op == "call_function" and node not in grads.values():
             node._rename("grad_" + _ident(fqns[param.name]))
         grads[param.name] = node
-    _merge_tied(g, grads, fqns, kinds, tied or {})
     for out_name, fqn in sig.buffers_to_mutate.items():
         _write_back(g, out_by_name[out_name], _by_name_of(placeholders, fqns, fqn.removeprefix("model.")))
     outputs.args = ((loss, *grads.values()),)
@@ -346,36 +384,6 @@ def _to_graph(
 
 def _by_name_of(placeholders: list[torch.fx.Node], fqns: dict[str, str], fqn: str) -> torch.fx.Node:
     return next(n for n in placeholders if fqns.get(n.name) == fqn)
-
-
-def _merge_tied(
-    g: torch.fx.Graph,
-    grads: dict[str, torch.fx.Node],
-    fqns: dict[str, str],
-    kinds: dict[str, str],
-    tied: Mapping[str, str],
-) -> None:
-    """One parameter per tensor: the tracer gives a weight registered under two names (tied
-    embeddings) two inputs and two gradients; eager has one parameter whose gradient is their sum."""
-    by_fqn = {fqn: ph for ph, fqn in fqns.items()}
-    order = {n: i for i, n in enumerate(g.nodes)}
-    for alias, first in tied.items():
-        if alias == first or alias not in by_fqn or first not in by_fqn:
-            continue
-        keep = next(n for n in g.nodes if n.op == "placeholder" and n.name == by_fqn[first])
-        drop = next(n for n in g.nodes if n.op == "placeholder" and n.name == by_fqn[alias])
-        drop.replace_all_uses_with(keep)
-        g.erase_node(drop)
-        del fqns[drop.name], kinds[drop.name]
-        a, b = grads.get(keep.name), grads.pop(drop.name, None)
-        if a is None or b is None:
-            continue
-        later = max(a, b, key=order.__getitem__)
-        with g.inserting_after(later):
-            total = g.call_function(torch.ops.aten.add.Tensor, (a, b))
-        total.meta["val"] = a.meta["val"]
-        total._rename(f"grad_{_ident(first)}_total")
-        grads[keep.name] = total
 
 
 def _write_back(g: torch.fx.Graph, new: torch.fx.Node, buffer: torch.fx.Node) -> None:

@@ -264,6 +264,9 @@ class StreamSchedule:
 
     @staticmethod
     def from_dict(data: Any, *, source: str = "<dict>") -> StreamSchedule:
+        """A schedule from its JSON form; ``schema`` may be left out (a hand-written schedule),
+        but a file marked as something else (a graph) is refused as what it is."""
+        _check_schema(data, source)
         try:
             if not isinstance(data, dict):
                 raise TypeError("top level is not an object")
@@ -430,3 +433,25 @@ def schedule_error(problems: list[str], graph: Graph, schedule: StreamSchedule) 
         where=f"schedule {schedule.policy} of {graph.name}",
         hint="regenerate it with `streamplan schedule`, or add the missing waits",
     )
+
+
+def _check_schema(data: Any, source: str) -> None:
+    if not isinstance(data, dict) or "schema" not in data:
+        return
+    schema, version = data.get("schema"), data.get("version", 1)
+    if schema == "streamplan.graph":
+        raise FileFormatError(
+            "this is a graph file, not a schedule",
+            where=source,
+            hint="give the graph as the model, and a schedule made by `streamplan schedule MODEL -o FILE`",
+        )
+    if schema != SCHEMA:
+        raise FileFormatError(
+            f'not a streamplan schedule: its "schema" is {schema!r}, not "{SCHEMA}"',
+            where=source,
+            hint="save schedules with `streamplan schedule MODEL -o FILE`",
+        )
+    if version != 1:
+        raise FileFormatError(
+            f"schedule schema version {version!r} is not supported (this streamplan reads 1)", where=source
+        )

@@ -72,12 +72,24 @@ class HostOrderTrace:
             "includes": self.includes.describe(),
         }
 
-    def lines(self) -> list[str]:
+    def lines(self, max_launches: int | None = None) -> list[str]:
+        """One line per launch; with ``max_launches``, only that many around the peak, and a line
+        saying how many launches each side left out."""
         mib = 1 << 20
         out = [f"host-order trace ({self.includes.describe()}), MiB:"]
-        for e in self.entries:
+        entries = list(self.entries)
+        lo, hi = 0, len(entries)
+        if max_launches is not None and len(entries) > max_launches:
+            at = next((i for i, e in enumerate(entries) if e.launch_index == self.peak_launch_index), 0)
+            lo = max(0, min(at - max_launches // 2, len(entries) - max_launches))
+            hi = lo + max_launches
+        if lo:
+            out.append(f"  ... {lo} launch{'es' if lo > 1 else ''} before")
+        for e in entries[lo:hi]:
             mark = "  <- peak" if e.launch_index == self.peak_launch_index else ""
             out.append(f"  {e.launch_index:5d} @s{e.stream} {e.op:<24} {e.live_bytes / mib:10.3f}{mark}")
+        if hi < len(entries):
+            out.append(f"  ... {len(entries) - hi} launch{'es' if len(entries) - hi > 1 else ''} after")
         out.append(f"  {'end':>5} {'':27} {self.final_bytes / mib:10.3f}")
         return out
 

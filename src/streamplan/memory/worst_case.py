@@ -333,6 +333,8 @@ def _solve_segment(
     """CP-SAT over one segment (``members``: positions in ``live.lives``, default all)."""
     from ortools.sat.python import cp_model
 
+    from streamplan.memory.cp_sat import solve
+
     ops = order[lo:hi]
     inside = set(ops)
     m = cp_model.CpModel()
@@ -364,7 +366,7 @@ def _solve_segment(
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(time_limit_s, 0.01)
     solver.parameters.num_workers = 1
-    status = solver.Solve(m)
+    status = solve(solver, m)  # Ctrl-C stops the command, not only the search
     cap = base + sum(w for w, _ in terms)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return SegmentSolution(value=0, witness=best, upper_bytes=cap)

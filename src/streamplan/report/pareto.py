@@ -54,6 +54,17 @@ def front_tables(front: ParetoFront) -> Group:
 def render_front(front: ParetoFront, *, fmt: str = "png") -> bytes:
     """Latency against the budgeted figure: the front as a staircase, fixed policies as markers
     (hollow grey when a front point is both no slower and no larger)."""
+    import matplotlib.pyplot as plt
+
+    fig = front_figure(front)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def front_figure(front: ParetoFront):  # noqa: ANN201 - a matplotlib Figure (imported lazily)
+    """The figure ``render_front`` saves; no two of its labels overlap."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,20 +75,28 @@ def render_front(front: ParetoFront, *, fmt: str = "png") -> bytes:
     ys = [p.makespan_ms for p in front.points]
     ax.step(xs, ys, where="post", color="tab:blue", linewidth=1.5, label="budget front")
     ax.plot(xs, ys, "o", color="tab:blue")
+    labels = []
+    streams = None
     for p, x, y in zip(front.points, xs, ys, strict=True):
-        ax.annotate(f"{p.streams} str", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
-    for k, f in enumerate(sorted(front.fixed, key=lambda f: (f.makespan_ms, f.worst_case_peak_bytes))):
+        if p.streams != streams:  # a label where the stream count changes, not one per point
+            labels.append(
+                ax.annotate(f"{p.streams} str", (x, y), textcoords="offset points", xytext=(3, 4), fontsize=7)
+            )
+        streams = p.streams
+    at: dict[tuple[float, float], list[str]] = {}  # policies at the same point share one label
+    for f in sorted(front.fixed, key=lambda f: (f.makespan_ms, f.worst_case_peak_bytes)):
         x, y = f.worst_case_peak_bytes / MiB, f.makespan_ms
         if f.dominated:
             ax.plot(x, y, "s", markerfacecolor="none", markeredgecolor="grey")
-            label = f"{f.policy} (dominated)"
         else:
             ax.plot(x, y, "s", color="tab:red")
-            label = f.policy
-        # neighbours (sequential and memory often share a latency) alternate above and below
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, -11 if k % 2 else 5), fontsize=8)
+        at.setdefault((x, y), []).append(f"{f.policy} (dominated)" if f.dominated else f.policy)
+    for (x, y), names in at.items():
+        labels.append(
+            ax.annotate(", ".join(names), (x, y), textcoords="offset points", xytext=(4, 5), fontsize=8)
+        )
     ax.axvline(front.floor_bytes / MiB, color="black", linestyle=":", linewidth=0.8)
-    ax.annotate("floor", (front.floor_bytes / MiB, max(ys or [0])), fontsize=8, rotation=90, va="top")
+    floor = ax.annotate("floor", (front.floor_bytes / MiB, max(ys or [0])), fontsize=8, rotation=90, va="top")
     what = "worst-case peak over all timings" if front.figure == "worst_case" else "static arena"
     ax.set_xlabel(f"{what} (MiB)")
     ax.set_ylabel(f"simulated latency on {front.device}{' (CUDA graph)' if front.cuda_graphs else ''} (ms)")
@@ -85,7 +104,25 @@ def render_front(front: ParetoFront, *, fmt: str = "png") -> bytes:
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    _separate(fig, [floor, *labels])
+    return fig
+
+
+def _separate(fig, labels: list, *, tries: int = 12) -> None:  # noqa: ANN001
+    """Move each label that overlaps one placed before it below (then above) its point, a little
+    further each try, until it overlaps none: points close together otherwise print their labels
+    over one another."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    placed = []
+    for label in labels:
+        dx, dy = label.xyann
+        box = label.get_window_extent(renderer)
+        step_pt = box.height * 72 / fig.dpi + 2
+        for k in range(1, tries + 1):
+            if not any(box.overlaps(other) for other in placed):
+                break
+            shift = step_pt * ((k + 1) // 2) * (-1 if k % 2 else 1)
+            label.xyann = (dx, dy + shift)
+            box = label.get_window_extent(renderer)
+        placed.append(box)

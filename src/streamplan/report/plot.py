@@ -12,6 +12,23 @@ from streamplan.report.units import MiB
 FORMATS = ("png", "svg", "pdf")
 
 
+def image_format(path: str) -> str:
+    """The image format an output path's suffix names; another suffix is an output-file error,
+    like every other output path the commands refuse."""
+    from pathlib import Path
+
+    from streamplan.files import OutputFileError
+
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise OutputFileError(
+            "cannot tell the image format from the file name",
+            where=str(path),
+            hint=f"end the file name with .{', .'.join(FORMATS)}",
+        )
+    return fmt
+
+
 def render(graph: Graph, data: Sequence[MemoryCurve], device: str, *, fmt: str = "png") -> bytes:
     """The figure as ``fmt`` (png, svg or pdf) bytes: top panel live activation MiB vs simulated
     ms (peaks marked), then one stream timeline per policy. The worst-case peak over all timings

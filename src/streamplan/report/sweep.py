@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from streamplan.report.units import MiB, fmt_ms
 from streamplan.schedule.registry import BASELINE_POLICY
@@ -53,6 +54,19 @@ def _value(name: str, v: Any) -> str:
     return str(v)
 
 
+def model_label(spec: str) -> str:
+    """A model spec as a table shows it: a file's name without its directories (the path is in
+    the rows), so that the column stays narrow."""
+    from pathlib import Path
+
+    if ".py:" in spec:
+        path, _, function = spec.rpartition(":")
+        return f"{Path(path).name}:{function}"
+    if spec.endswith((".json", ".onnx")):
+        return Path(spec).name
+    return spec
+
+
 def _batch(b: int | None) -> str:
     return "default" if b is None else str(b)
 
@@ -65,7 +79,7 @@ def summary_table(rows: Sequence[SweepRow], *, title: str = "sweep") -> Table:
     """One line per setting: its best policy by simulated latency, the speedup and memory cost."""
     extra = [n for n in _OPTIONAL_AXES if _varies(rows, n)]
     t = Table(title=f"{title}: best policy per model, batch and device", show_edge=False)
-    t.add_column("model", overflow="fold")
+    t.add_column("model", no_wrap=True, overflow="ellipsis")  # a name broken over lines is hard to read
     for col in ("batch", *extra, "device", "best policy", "latency", "speedup"):
         t.add_column(
             col, justify="right" if col in ("batch", "latency", "speedup", "max_streams") else "left"
@@ -85,7 +99,7 @@ def summary_table(rows: Sequence[SweepRow], *, title: str = "sweep") -> Table:
         if best and base and best.worst_case_peak_bytes and base.worst_case_peak_bytes:
             ratio = f"{best.worst_case_peak_bytes / base.worst_case_peak_bytes:.2f}x"
         t.add_row(
-            job.model,
+            model_label(job.model),
             _batch(job.batch),
             *(_value(n, getattr(job, n)) for n in extra),
             job.device,
@@ -95,7 +109,7 @@ def summary_table(rows: Sequence[SweepRow], *, title: str = "sweep") -> Table:
             _mib(best.worst_case_peak_bytes) if best else "-",
             _mib(base.worst_case_peak_bytes) if base else "-",
             ratio,
-            f"[red]{failed}[/red]" if failed else "0",
+            Text(str(failed), style="red") if failed else "0",
         )
     return t
 

@@ -8,11 +8,15 @@ from streamplan.app.run import RunReport
 from streamplan.app.simulation import SimulationReport
 from streamplan.app.training import StepSummary, TrainingAnswer
 from streamplan.memory.breakdown import Composition
+from streamplan.report.safe_text import quoted
 from streamplan.report.units import MiB, fmt_bytes, fmt_ms
 
+TRACE_LAUNCHES = 40  # launches of the host-order trace shown around its peak by default
 
-def memory_lines(a: MemoryAnalysis) -> list[str]:
-    """Every memory figure, the allocator replays, then the host-order trace (one line per launch)."""
+
+def memory_lines(a: MemoryAnalysis, *, trace_launches: int | None = TRACE_LAUNCHES) -> list[str]:
+    """Every memory figure, the allocator replays, then the host-order trace (one line per launch:
+    ``trace_launches`` of them around the peak, with a note of how many more; None for all)."""
     lines = list(a.report.lines())
     if a.run.fusion is not None:
         lines.insert(1, f"  {fusion_line(a.run.fusion_mode, a.run.fusion.summary())}")
@@ -33,7 +37,12 @@ def memory_lines(a: MemoryAnalysis) -> list[str]:
         lines.append("")
         lines.extend(a.breakdown.lines())
     lines.append("")
-    lines.extend(a.report.host_order.lines())
+    trace = a.report.host_order
+    lines.extend(trace.lines(trace_launches))
+    if trace_launches is not None and len(trace.entries) > trace_launches:
+        lines.append(
+            f"  ({trace_launches} of {len(trace.entries)} launches, around the peak: --full-trace shows every one)"
+        )
     return lines
 
 
@@ -177,12 +186,13 @@ def fusion_line(mode: str, summary: dict) -> str:
 
 
 def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
-    """A run's verdict (outputs vs eager) and its measurements beside the predictions (rich markup)."""
+    """A run's verdict (outputs vs eager) and its measurements beside the predictions (rich markup:
+    print them with markup on; the names in them are quoted)."""
     cmp = r.comparison
     ok = "[green]yes[/green]" if cmp.matches_eager else "[red]NO[/red]"
     fused = f", fusion {r.fusion_mode} ({r.kernels} kernels)" if r.fused else ""
     lines = [
-        f"{r.graph.name} / {cmp.policy} on {target}{' with chaos delays' if r.chaos else ''}: "
+        f"{quoted(r.graph.name)} / {quoted(cmp.policy)} on {target}{' with chaos delays' if r.chaos else ''}: "
         f"{r.schedule.num_streams} streams, {r.schedule.num_events} events{fused}",
         f"  {_what_matched(r)} match {getattr(cmp, 'reference', 'eager')}: {ok} "
         f"(max abs error {cmp.max_abs_error:.3g}, max rel {cmp.max_rel_error:.3g})",

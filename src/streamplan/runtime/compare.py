@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from streamplan.errors import ExecutionError
+from streamplan.errors import ExecutionError, StreamplanError
+from streamplan.frontends.user_code import running_user_code
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.interpret import initial_env, params_from_module
@@ -193,15 +194,7 @@ def run_and_compare(
             inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
         params = params_from_module(graph, module)
         env_inputs: Any = list(inputs)
-        try:
-            with torch.no_grad():
-                ref = _flat_tensors(module(*inputs))
-        except Exception as e:  # the user's model fails on its own: not streamplan's doing
-            raise ExecutionError(
-                f"the model raised when run eagerly: {type(e).__name__}: {e}",
-                where=name,
-                hint="the model fails without streamplan too; fix it or its example inputs",
-            ) from e
+        ref = _eager_reference(module, inputs, graph, params, name)
     elif isinstance(model, str) and model.endswith(".onnx"):  # its weights; onnxruntime is the reference
         from streamplan.runtime.onnx_reference import onnx_run_inputs
 
@@ -248,6 +241,33 @@ def run_and_compare(
         op_memory=op_memory,
         reference=reference,
     )
+
+
+def _eager_reference(
+    module: Any, inputs: tuple[Any, ...], graph: Graph, params: Mapping[str, Any], name: str
+) -> tuple[Any, ...]:
+    """The module's outputs on ``inputs``, leaving the run the tensors it starts from: the
+    module reads copies of the inputs (a model may write its own input), and the buffers the
+    graph writes in place (a call counter, running statistics) are put back afterwards."""
+    from streamplan.runtime.interpret import written_leaves
+
+    written = [vid for vid in written_leaves(graph) if isinstance(params.get(vid), torch.Tensor)]
+    saved = {vid: params[vid].clone() for vid in written}
+    try:
+        with torch.no_grad(), running_user_code("the model, run eagerly for reference,", name):
+            ref = _flat_tensors(module(*(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)))
+    except StreamplanError:
+        raise
+    except Exception as e:  # the user's model fails on its own: not streamplan's doing
+        raise ExecutionError(
+            f"the model raised when run eagerly: {type(e).__name__}: {e}",
+            where=name,
+            hint="the model fails without streamplan too; fix it or its example inputs",
+        ) from e
+    with torch.no_grad():
+        for vid, t in saved.items():
+            params[vid].copy_(t)
+    return ref
 
 
 def _load(model: str | tuple[Any, Any], batch: int | None, graph: Graph | None):

@@ -162,6 +162,13 @@ def _run_cuda(
     )
 
 
+def op_mode() -> contextlib.AbstractContextManager:
+    """The autograd mode the CPU executor's threads run ops in (grad off, not inference mode:
+    a thread does not inherit its caller's inference mode); what measures an op alone
+    (``op_timing``) calls it in the same mode, so it sees the same kernels."""
+    return torch.no_grad()
+
+
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """torch at one intra-op thread for the duration (each worker thread is one 'stream')."""

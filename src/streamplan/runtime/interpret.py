@@ -121,7 +121,8 @@ def call_node(node: Node, env: Mapping[str, Any], device: Any = None) -> tuple[A
         first = str(e).strip().split("\n")[0]  # torch adds the schema and a backtrace below
         raise ExecutionError(
             f"while executing %{node.id} ({node.op}): {type(e).__name__}: {first}",
-            hint="the op itself failed; check its inputs' shapes and dtypes",
+            hint="the op failed on the tensors the run gave it: check a hand-written graph's shapes and "
+            "dtypes; if the model runs eagerly, it is a streamplan bug (please report it)",
         ) from e
     return _match_outputs(node, result)
 

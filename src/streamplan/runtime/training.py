@@ -29,6 +29,7 @@ import torch.utils._pytree as pytree
 from streamplan.errors import ExecutionError
 from streamplan.frontends.optimizers import MASTER_SLOT
 from streamplan.frontends.torch_capture import _split_inputs
+from streamplan.frontends.user_code import running_user_code
 from streamplan.ir.graph import Graph
 from streamplan.ir.training import TrainingStep, training_step
 from streamplan.runtime.interpret import (
@@ -88,7 +89,10 @@ def eager_step(
     move = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
     args, kwargs = pytree.tree_map(move, (args, kwargs))
     targets = tuple(move(t) for t in problem.targets)
-    with torch.enable_grad():
+    with (
+        torch.enable_grad(),
+        running_user_code("the model's training step, run eagerly for reference,", graph.name),
+    ):
         module.zero_grad(set_to_none=True)
         with seeded_random_ops():
             output = module(*args, **kwargs)

@@ -11,11 +11,14 @@ fresh pool, and then a death can only be the task's own: it is recorded as faile
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.machinery
 import multiprocessing
 import os
+import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -86,7 +89,29 @@ class LocalEngine:
         share_captures: bool = True,
     ) -> None:
         """Run every job of ``groups``, calling ``emit`` with each row as it finishes."""
-        _Run(self, settings, emit).run(groups, share_captures)
+        with _workers_skip_the_main_script():
+            _Run(self, settings, emit).run(groups, share_captures)
+
+
+@contextlib.contextmanager
+def _workers_skip_the_main_script() -> Iterator[None]:
+    """Start workers that do not run the calling script again. A ``spawn`` or ``forkserver``
+    worker re-imports the script (or ``-m`` module) that is ``__main__`` (to find what it
+    defines), and a script that calls ``run_sweep`` without an ``if __name__ == "__main__":``
+    guard then starts a sweep inside every worker, each of which dies. The workers run
+    streamplan's own functions on plain data, nothing the script defines, so they need not
+    import it: a main module whose spec names it ``__main__`` is one multiprocessing does not
+    import again."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    spec = getattr(main, "__spec__", None)  # None for a script; a module run with -m has its own
+    main.__spec__ = importlib.machinery.ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
 
 
 class _Run:

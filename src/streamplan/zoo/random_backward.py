@@ -17,8 +17,9 @@ from __future__ import annotations
 from streamplan.errors import ModelSpecError
 from streamplan.frontends.argcodec import tensor_ref
 from streamplan.ir.graph import Graph, Node, Value
-from streamplan.zoo.random_dag import random_dag
+from streamplan.zoo.random_dag import MAX_OPS, check_size, random_dag
 
+MAX_FORWARD_OPS = MAX_OPS * 2 // 5  # random-train:N has about 2.5 N ops: the same cap on the whole
 GRAD_SCALE = 1e-3  # keeps products of activations from growing through a deep backward
 
 
@@ -35,6 +36,7 @@ def parse_spec(spec: str) -> tuple[int, int]:
             f"bad random training model spec {spec!r}",
             hint="write random-train:N or random-train:N:SEED with N >= 1, e.g. random-train:200",
         ) from None
+    check_size(spec, n, MAX_FORWARD_OPS)
     return n, seed
 
 

@@ -128,6 +128,10 @@ def get_model(name: str) -> ZooModel:
     except KeyError:
         import difflib
 
-        close = difflib.get_close_matches(name, ZOO, n=3)
+        # a near spelling, or a name it starts (bert -> bert_base); a loose match helps nobody
+        # (adir -> randwire)
+        close = difflib.get_close_matches(name, ZOO, n=3, cutoff=0.75)
+        if len(name) >= 3:
+            close += [z for z in ZOO if z.startswith(name) and z not in close][: 3 - len(close)]
         hint = f"did you mean {', '.join(close)}?" if close else "run `streamplan zoo` for the list"
         raise ModelSpecError(f"unknown model {name!r}", hint=hint) from None
