@@ -1,80 +1,25 @@
-"""Device profiles: published spec figures plus shared calibration constants.
+"""The built-in device profiles, and ``get_device``: a profile by name or from a profile file.
 
-Peak figures are the vendors' dense numbers (no sparsity). ``peak_flops`` maps a
-precision class to FLOP/s:
-
-- ``"fp32"``  CUDA-core float32 (what elementwise ops and fp32 matmuls use: PyTorch
-  keeps ``torch.backends.cuda.matmul.allow_tf32 = False`` by default);
-- ``"tf32"``  tensor-core TF32 (Ampere and later). PyTorch's default
-  ``torch.backends.cudnn.allow_tf32 = True`` lets cuDNN run fp32 *convolutions* on it,
-  so the cost model uses it for fp32 convs (``conv_tf32``) but not for fp32 matmuls;
-- ``"fp16"``, ``"bf16"``  tensor-core dense rates for GEMM-like ops (V100 has no bf16
-  tensor cores: bf16 falls back to the fp32 rate there);
-- ``"fp64"``.
-
-The efficiency factors, per-launch host overhead, per-kernel fixed time and the
-resident blocks per SM are calibration constants shared by every model (never
-tuned per model); ``bench/calibrate_ios.py`` checks them against IOS's V100 figures.
-
-The CUDA-graph constants (``graph_launch_ms``, ``graph_node_ms``, ``graph_edge_ms``) say
-what changes when the whole schedule is captured into one CUDA graph and replayed:
-the host pays one graph launch instead of one launch per kernel (and no event calls),
-each kernel node pays a small device-side overhead instead of the stream launch's
-fixed time, and a dependency between nodes on
-different streams costs device latency instead of host calls. Their sources are in
-``docs/simulator.md``. The CPU profile has none (``graph_launch_ms`` is None).
+The spec figures of each GPU are the vendor's (``cost.profile`` explains the precision
+classes). The constants shared by every GPU profile (per-launch host overhead,
+per-kernel fixed time, efficiencies, contention) are fitted once, on the fitting half
+of the published multi-stream measurements in ``bench/published.py`` (never on its
+holdout half), and are the same for every model; each profile's ``calibration``
+records where every constant came from. The ``cpu`` profile describes streamplan's own
+CPU runtime on the project's development machine; ``streamplan calibrate --on cpu``
+measures the user's machine instead and writes a profile file, which every command
+takes as ``--device FILE.json``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
 
+from streamplan.cost.profile import GIGA, TERA, DeviceProfile, load_profile
 from streamplan.errors import ModelSpecError
 
-TERA = 1e12
-GIGA = 1e9
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceProfile:
-    """One accelerator (or the CPU) as the cost model sees it."""
-
-    name: str
-    summary: str
-    sms: int  # streaming multiprocessors (CPU: cores)
-    peak_flops: dict[str, float] = field(compare=False)  # precision class -> FLOP/s
-    mem_bw_bytes_per_s: float
-    launch_overhead_ms: float  # host time to issue one kernel (the host never blocks)
-    kernel_fixed_ms: float  # device time every kernel pays (launch latency, ramp, tail)
-    max_queues: int = 8  # hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS default)
-    gemm_efficiency: float = 0.4  # achievable fraction of tensor/FMA peak for GEMM and conv
-    vector_efficiency: float = 0.5  # achievable fraction of peak for non-GEMM math
-    memory_efficiency: float = 0.75  # achievable fraction of DRAM bandwidth
-    gemm_blocks_per_sm: int = 1  # resident GEMM/conv tiles per SM
-    vector_blocks_per_sm: int = 8  # resident elementwise blocks per SM
-    conv_tf32: bool = False  # fp32 convs use TF32 tensor cores (cudnn.allow_tf32 default)
-    max_op_fraction: float = 1.0  # most of the device one op can use (CPU runtime: one core per op)
-    event_record_ms: float = 0.0  # host time to record an event after an op others wait for
-    event_wait_ms: float = 0.0  # host time per cross-stream wait issued before an op
-    event_resume_ms: float = 0.0  # device latency before a stream resumes after a cross-stream wait
-    graph_launch_ms: float | None = None  # host time of one CUDA graph launch (None: no CUDA graphs)
-    graph_node_ms: float = 0.0  # fixed device time of a kernel node in a CUDA graph (for kernel_fixed_ms)
-    graph_edge_ms: float = 0.0  # device latency of a graph edge between nodes on different streams
-
-    @property
-    def has_cuda_graphs(self) -> bool:
-        """True when the profile describes CUDA-graph replay (GPUs; not the CPU runtime)."""
-        return self.graph_launch_ms is not None
-
-    def peak(self, precision: str) -> float:
-        """Peak FLOP/s for a precision class, falling back to fp32 when the class is absent."""
-        return self.peak_flops.get(precision, self.peak_flops["fp32"])
-
-    def replace(self, **changes: object) -> DeviceProfile:
-        """A copy with some constants changed (what calibration experiments use)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
-
+__all__ = ["DEVICES", "DeviceProfile", "device_names", "get_device", "is_profile_path"]
 
 # Calibration constants shared by every GPU profile, chosen by a coarse grid search
 # (bench/calibrate_ios.py) against IOS's V100 sequential latencies and wavefront speedups
@@ -94,7 +39,7 @@ _GPU_EVENTS = {"event_record_ms": 0.0015, "event_wait_ms": 0.0015, "event_resume
 # on different streams is resolved on the device (assumed 1 us: no published figure found).
 _GPU_GRAPHS = {"graph_launch_ms": 0.0035, "graph_node_ms": 0.001, "graph_edge_ms": 0.001}
 
-DEVICES: dict[str, DeviceProfile] = {
+_BUILTIN: dict[str, DeviceProfile] = {
     "v100": DeviceProfile(
         "v100",
         "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
@@ -186,16 +131,56 @@ DEVICES: dict[str, DeviceProfile] = {
 }
 
 
+DEVICES = MappingProxyType(_BUILTIN)  # read-only: nothing can swap a built-in profile
+
+
 def device_names() -> list[str]:
-    """Names ``get_device`` accepts."""
+    """Names ``get_device`` accepts (besides a profile file's path)."""
     return list(DEVICES)
 
 
+def is_profile_path(name: str) -> bool:
+    """True when ``name`` names a profile file rather than a built-in profile."""
+    return name.lower().endswith(".json") or "/" in name or "\\" in name
+
+
 def get_device(name: str | DeviceProfile) -> DeviceProfile:
-    """The profile called ``name`` (case-insensitive); a profile passes through unchanged."""
+    """The profile called ``name`` (case-insensitive), or read from a profile file (a ``.json``
+    path, as ``streamplan calibrate`` writes); a profile passes through unchanged.
+
+    Profiles are immutable values, so the registry's own entries can be handed out.
+    """
     if isinstance(name, DeviceProfile):
         return name
+    if isinstance(name, str) and is_profile_path(name):
+        return _profile_file(name)
     try:
         return DEVICES[name.lower()]
     except (KeyError, AttributeError):
-        raise ModelSpecError(f"unknown device {name!r}", hint=f"use one of {', '.join(DEVICES)}") from None
+        raise ModelSpecError(
+            f"unknown device {name!r}",
+            hint=f"use one of {', '.join(DEVICES)}, or a profile file from `streamplan calibrate` (FILE.json)",
+        ) from None
+
+
+_LOADED: dict[tuple[str, int, int], DeviceProfile] = {}
+
+
+def _profile_file(name: str) -> DeviceProfile:
+    """A profile file, read once per version of the file (sweeps resolve the same name many times)."""
+    path = Path(name).expanduser()
+    try:
+        st = path.stat()
+    except OSError:
+        raise ModelSpecError(
+            f"no device profile file {name!r}",
+            where=name,
+            hint="write one with `streamplan calibrate --on cpu -o FILE.json`, or name a built-in profile "
+            f"({', '.join(DEVICES)})",
+        ) from None
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        if len(_LOADED) > 32:
+            _LOADED.clear()
+        _LOADED[key] = load_profile(path)
+    return _LOADED[key]
