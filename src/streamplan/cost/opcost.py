@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from streamplan.cost.calibration import GemmCurve, TimeCurve
 from streamplan.cost.contention import Demand, Supply
 from streamplan.cost.devices import DeviceProfile, get_device
-from streamplan.cost.kinds import op_features
+from streamplan.cost.kinds import OpFeatures, op_features
 from streamplan.errors import ModelSpecError
 from streamplan.ir.dtypes import numel
 from streamplan.ir.fused import is_concat_in_place, kernel_op
@@ -279,7 +279,10 @@ class AnalyticCostModel(CostModel):
         return 1e3 * max(compute_s, memory_s) / utilisation
 
     def _measured_body_ms(self, graph: Graph, node: Node) -> float | None:
-        f = op_features(graph, node)
+        return self.curve_time_ms(op_features(graph, node))
+
+    def curve_time_ms(self, f: OpFeatures) -> float | None:
+        """The body time the profile's measured curves give an op of these features (None: no curve)."""
         if f.gemm_mnk is not None:
             gemm = self._gemm_curves.get(f.kind) or self._gemm_curves.get("gemm")
             if gemm is not None:
