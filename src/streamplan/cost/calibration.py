@@ -83,6 +83,8 @@ class GemmCurve:
     Each factor is a saturation curve: a dimension much larger than its ``half`` runs
     at full rate, one equal to it at half (too few rows to fill the cores, too few
     columns for a full tile, too short a reduction to amortise loading the tiles).
+    ``precision`` is the precision class the curve was measured or fitted in; an op of
+    another class runs at the curve's rate scaled by the ratio of the device's peaks.
     """
 
     kind: str
@@ -90,6 +92,7 @@ class GemmCurve:
     half_m: float
     half_n: float
     half_k: float
+    precision: str = "fp32"
 
     def rate(self, m: float, n: float, k: float) -> float:
         return (
@@ -111,6 +114,7 @@ class GemmCurve:
             "half_m": self.half_m,
             "half_n": self.half_n,
             "half_k": self.half_k,
+            "precision": self.precision,
         }
 
     @staticmethod
@@ -121,6 +125,7 @@ class GemmCurve:
             float(d["half_m"]),
             float(d["half_n"]),
             float(d["half_k"]),
+            str(d.get("precision", "fp32")),
         )
         if not (c.peak_flops_per_s > 0 and min(c.half_m, c.half_n, c.half_k) >= 0):
             raise ValueError(f"GEMM curve {c.kind!r}: peak must be > 0 and halves >= 0")

@@ -26,9 +26,10 @@ progresses, relative to running alone:
    a slowdown model of co-running kernels measures (it cut the median error of
    co-run predictions from 28% to 9.5% in López Albelda et al., 2022).
 
-Without a second op every rate is 1; with no bandwidth demand, no lock and no
-interference this is plain processor sharing of the SMs (what the simulator did
-before contention was modelled). A new kind of demand (a collective on a
+An op running alone runs at full speed unless it asks for more than the device
+offers; with no bandwidth demand, no lock and no interference this is processor
+sharing of the SMs (what the simulator did before contention was modelled), except
+that an op asking for less than an equal share is not slowed at all. A new kind of demand (a collective on a
 communication stream, say, which holds a few SMs and a link) is one more field in
 ``Demand`` and ``Supply`` and one more resource in the loop of ``corun_rates``.
 """

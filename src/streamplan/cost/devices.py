@@ -13,97 +13,178 @@ takes as ``--device FILE.json``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from streamplan.cost.calibration import Calibration, GemmCurve
+from streamplan.cost.contention import Supply
 from streamplan.cost.profile import GIGA, TERA, DeviceProfile, load_profile
 from streamplan.errors import ModelSpecError
 
 __all__ = ["DEVICES", "DeviceProfile", "device_names", "get_device", "is_profile_path"]
 
-# Calibration constants shared by every GPU profile, chosen by a coarse grid search
-# (bench/calibrate_ios.py) against IOS's V100 sequential latencies and wavefront speedups
-# of Inception V3, RandWire and SqueezeNet; the same values for every model.
-_GPU_LAUNCH_MS = 0.004
-_GPU_KERNEL_FIXED_MS = 0.003
 
-# cudaEventRecord / cudaStreamWaitEvent cost the host about a microsecond or two each, and a
-# stream released by another stream's event starts its next kernel a few microseconds later.
-_GPU_EVENTS = {"event_record_ms": 0.0015, "event_wait_ms": 0.0015, "event_resume_ms": 0.003}
+@dataclass(frozen=True, slots=True)
+class GpuConstants:
+    """The constants every GPU profile shares (the same for every model and every GPU).
 
-# CUDA-graph replay (sources in docs/simulator.md): one cudaGraphLaunch costs the host a few
-# microseconds whatever the graph's size (3.5 us of CPU time for an 80-kernel graph in CUDA.jl's
-# measurements); inside the graph a kernel node's fixed device time is about 1 us instead of the
-# stream launch's kernel_fixed_ms (CUDA.jl: 80 small kernels replayed in 70 us; NVIDIA's "Getting
-# Started with CUDA Graphs": 0.5 us per node beyond the kernel's own 2.9 us); an edge between nodes
-# on different streams is resolved on the device (assumed 1 us: no published figure found).
-_GPU_GRAPHS = {"graph_launch_ms": 0.0035, "graph_node_ms": 0.001, "graph_edge_ms": 0.001}
+    Fitted by ``bench/published.py --fit`` on the *fit* rows of the published
+    measurements (IOS's V100 Inception V3 and SqueezeNet at batch 1, Inception V3 at
+    batch 16); ``latency_error`` and ``speedup_error`` are the mean errors on its
+    *holdout* rows (other models, batches and GPUs, never used to fit).
+
+    - ``launch_overhead_ms``: host time to issue one kernel (a C++ launcher);
+    - ``kernel_fixed_ms``: device time every kernel launched on a stream pays;
+    - GEMM and convolution efficiency as a function of size: a fraction
+      ``gemm_peak_fraction`` of the peak, times the saturation ``x / (x + half)`` of
+      each implicit-GEMM dimension (``cost.calibration.GemmCurve``);
+    - ``memory_efficiency``: the achievable share of DRAM bandwidth;
+    - ``interference``: how much co-runners' bandwidth slows an op (``cost.contention``).
+
+    Events: ``cudaEventRecord`` / ``cudaStreamWaitEvent`` cost the host about a
+    microsecond or two each, and a stream released by another stream's event starts
+    its next kernel a few microseconds later. CUDA-graph replay (sources in
+    ``docs/simulator.md``): one ``cudaGraphLaunch`` costs the host a few microseconds
+    whatever the graph's size (3.5 us of CPU time for an 80-kernel graph in CUDA.jl's
+    measurements); inside the graph a kernel node's fixed device time is about 1 us
+    instead of the stream launch's ``kernel_fixed_ms`` (CUDA.jl: 80 small kernels
+    replayed in 70 us; NVIDIA's "Getting Started with CUDA Graphs": 0.5 us per node
+    beyond the kernel's own 2.9 us); an edge between nodes on different streams is
+    resolved on the device (assumed 1 us: no published figure found).
+    """
+
+    launch_overhead_ms: float = 0.004
+    kernel_fixed_ms: float = 0.003
+    gemm_peak_fraction: float = 0.4
+    gemm_half_m: float = 0.0
+    gemm_half_n: float = 0.0
+    gemm_half_k: float = 0.0
+    memory_efficiency: float = 0.75
+    interference: float = 0.0
+    event_record_ms: float = 0.0015
+    event_wait_ms: float = 0.0015
+    event_resume_ms: float = 0.003
+    graph_launch_ms: float = 0.0035
+    graph_node_ms: float = 0.001
+    graph_edge_ms: float = 0.001
+    latency_error: float | None = None
+    speedup_error: float | None = None
+
+    def apply(self, spec: DeviceProfile) -> DeviceProfile:
+        """``spec`` (a GPU's spec-sheet figures) with these constants."""
+        peak = spec.peak("fp32")
+        curves = tuple(
+            GemmCurve(
+                kind, self.gemm_peak_fraction * peak, self.gemm_half_m, self.gemm_half_n, self.gemm_half_k
+            )
+            for kind in ("conv", "conv1x1", "gemm")
+        )
+        calibration = Calibration(
+            gemm_curves=curves if self.gemm_half_m or self.gemm_half_n or self.gemm_half_k else (),
+            contention=Supply(interference=self.interference),
+            latency_error=self.latency_error,
+            speedup_error=self.speedup_error,
+            sources=_GPU_SOURCES,
+        )
+        return spec.replace(
+            launch_overhead_ms=self.launch_overhead_ms,
+            kernel_fixed_ms=self.kernel_fixed_ms,
+            gemm_efficiency=self.gemm_peak_fraction,
+            memory_efficiency=self.memory_efficiency,
+            event_record_ms=self.event_record_ms,
+            event_wait_ms=self.event_wait_ms,
+            event_resume_ms=self.event_resume_ms,
+            graph_launch_ms=self.graph_launch_ms,
+            graph_node_ms=self.graph_node_ms,
+            graph_edge_ms=self.graph_edge_ms,
+            calibration=calibration,
+        )
+
+
+_GPU_SOURCES = (
+    ("launch_overhead_ms, kernel_fixed_ms, gemm curve, memory_efficiency, interference",
+     "fitted on the fit rows of bench/published.py (IOS V100: Inception V3 and SqueezeNet at batch 1, "
+     "Inception V3 at batch 16); the same for every GPU"),
+    ("latency_error, speedup_error", "mean error on the holdout rows of bench/published.py"),
+    ("events", "cudaEventRecord / cudaStreamWaitEvent host costs of a microsecond or two; a few us to resume"),
+    ("graph_launch_ms, graph_node_ms", "CUDA.jl's graph measurements and NVIDIA's CUDA Graphs post"),
+    ("graph_edge_ms", "assumed (no published figure found)"),
+    ("spec", "the vendor's dense peak FLOP/s and DRAM bandwidth"),
+)  # fmt: skip
+
+GPU_CONSTANTS = GpuConstants()
+
+
+def _gpu(spec: DeviceProfile) -> DeviceProfile:
+    return GPU_CONSTANTS.apply(spec)
+
 
 _BUILTIN: dict[str, DeviceProfile] = {
-    "v100": DeviceProfile(
-        "v100",
-        "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
-        sms=80,
-        peak_flops={"fp32": 15.7 * TERA, "fp16": 125 * TERA, "fp64": 7.8 * TERA},
-        mem_bw_bytes_per_s=900 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS,
-        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
-        **_GPU_EVENTS,
-        **_GPU_GRAPHS,
+    "v100": _gpu(
+        DeviceProfile(
+            "v100",
+            "NVIDIA V100 SXM2 (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
+            sms=80,
+            peak_flops={"fp32": 15.7 * TERA, "fp16": 125 * TERA, "fp64": 7.8 * TERA},
+            mem_bw_bytes_per_s=900 * GIGA,
+            launch_overhead_ms=0.0,
+            kernel_fixed_ms=0.0,
+        )
     ),
-    "a100": DeviceProfile(
-        "a100",
-        "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
-        sms=108,
-        peak_flops={
-            "fp32": 19.5 * TERA,
-            "tf32": 156 * TERA,
-            "fp16": 312 * TERA,
-            "bf16": 312 * TERA,
-            "fp64": 19.5 * TERA,
-        },
-        mem_bw_bytes_per_s=1555 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS,
-        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
-        **_GPU_EVENTS,
-        **_GPU_GRAPHS,
-        conv_tf32=True,
+    "a100": _gpu(
+        DeviceProfile(
+            "a100",
+            "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
+            sms=108,
+            peak_flops={
+                "fp32": 19.5 * TERA,
+                "tf32": 156 * TERA,
+                "fp16": 312 * TERA,
+                "bf16": 312 * TERA,
+                "fp64": 19.5 * TERA,
+            },
+            mem_bw_bytes_per_s=1555 * GIGA,
+            launch_overhead_ms=0.0,
+            kernel_fixed_ms=0.0,
+            conv_tf32=True,
+        )
     ),
-    "h100": DeviceProfile(
-        "h100",
-        "NVIDIA H100 SXM5 (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
-        sms=132,
-        peak_flops={
-            "fp32": 67 * TERA,
-            "tf32": 494.7 * TERA,
-            "fp16": 989 * TERA,
-            "bf16": 989 * TERA,
-            "fp64": 67 * TERA,
-        },
-        mem_bw_bytes_per_s=3350 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS,
-        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
-        **_GPU_EVENTS,
-        **_GPU_GRAPHS,
-        conv_tf32=True,
+    "h100": _gpu(
+        DeviceProfile(
+            "h100",
+            "NVIDIA H100 SXM5 (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
+            sms=132,
+            peak_flops={
+                "fp32": 67 * TERA,
+                "tf32": 494.7 * TERA,
+                "fp16": 989 * TERA,
+                "bf16": 989 * TERA,
+                "fp64": 67 * TERA,
+            },
+            mem_bw_bytes_per_s=3350 * GIGA,
+            launch_overhead_ms=0.0,
+            kernel_fixed_ms=0.0,
+            conv_tf32=True,
+        )
     ),
-    "h200": DeviceProfile(
-        "h200",
-        "NVIDIA H200 SXM (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
-        sms=132,
-        peak_flops={
-            "fp32": 67 * TERA,
-            "tf32": 494.7 * TERA,
-            "fp16": 989 * TERA,
-            "bf16": 989 * TERA,
-            "fp64": 67 * TERA,
-        },
-        mem_bw_bytes_per_s=4800 * GIGA,
-        launch_overhead_ms=_GPU_LAUNCH_MS,
-        kernel_fixed_ms=_GPU_KERNEL_FIXED_MS,
-        **_GPU_EVENTS,
-        **_GPU_GRAPHS,
-        conv_tf32=True,
+    "h200": _gpu(
+        DeviceProfile(
+            "h200",
+            "NVIDIA H200 SXM (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
+            sms=132,
+            peak_flops={
+                "fp32": 67 * TERA,
+                "tf32": 494.7 * TERA,
+                "fp16": 989 * TERA,
+                "bf16": 989 * TERA,
+                "fp64": 67 * TERA,
+            },
+            mem_bw_bytes_per_s=4800 * GIGA,
+            launch_overhead_ms=0.0,
+            kernel_fixed_ms=0.0,
+            conv_tf32=True,
+        )
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
     # Calibrated on streamplan's own CPU runtime (one worker thread per stream, torch at one

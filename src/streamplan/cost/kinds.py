@@ -128,7 +128,7 @@ def op_features(graph: Graph, node: Node) -> OpFeatures:
         if groups > 1:
             return OpFeatures("conv_grouped", "conv_grouped", int(node.flops), nbytes)
         kind = "conv1x1" if kernel_area == 1 else "conv"
-        return OpFeatures(kind, kind, int(node.flops), nbytes, _conv_mnk(graph, conv, int(node.flops)))
+        return OpFeatures(kind, kind, int(node.flops), nbytes, _conv_mnk(graph, conv, node, int(node.flops)))
     return OpFeatures(base if family != "attention" else "attention", family, int(node.flops), nbytes)
 
 
@@ -149,6 +149,7 @@ def _conv_shape(graph: Graph, conv: Node) -> tuple[int, int]:
     """(groups, kernel area) of a convolution from its input and weight shapes."""
     x = _shape(graph, conv.inputs[0]) if conv.inputs else None
     w = _shape(graph, conv.inputs[1]) if len(conv.inputs) > 1 else None
+
     if not x or not w or len(w) < 3 or len(x) < 2:
         return 1, 9
     groups = max(1, x[1] // max(1, w[1]))
@@ -156,8 +157,12 @@ def _conv_shape(graph: Graph, conv: Node) -> tuple[int, int]:
     return groups, area
 
 
-def _conv_mnk(graph: Graph, conv: Node, flops: int) -> tuple[int, int, int]:
+def _conv_mnk(graph: Graph, conv: Node, kernel: Node, flops: int) -> tuple[int, int, int]:
+    """The implicit GEMM of a convolution; inside a fused kernel its output may be internal, and
+    the kernel's own output (its pointwise epilogue keeps the shape) stands in for it."""
     out = _shape(graph, conv.outputs[0]) if conv.outputs else None
+    if out is None and kernel.outputs:
+        out = _shape(graph, kernel.outputs[0])
     if not out or len(out) < 2:
         return 1, 1, max(1, flops // 2)
     n = out[1]

@@ -187,6 +187,11 @@ class MeasuredCostModel(CostModel):
     def demand(self, graph: Graph, node: Node) -> Demand:
         return self.fallback.demand(graph, node)
 
+    @property
+    def speedup_error(self) -> float | None:
+        # measured op times remove the op-time error, not the contention model's
+        return self.fallback.speedup_error
+
     def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
         return self.fallback.launch_overhead_ms(graph, node)
 

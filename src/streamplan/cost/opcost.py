@@ -201,6 +201,11 @@ class CostModel(ABC):
         """False for ops that launch nothing (views); they still keep their stream order."""
         return not is_view_op(graph, node)
 
+    @property
+    def speedup_error(self) -> float | None:
+        """Typical relative error of a predicted speedup under this model (None: unknown)."""
+        return None
+
     def demand(self, graph: Graph, node: Node) -> Demand:
         """What the op asks of the device while it runs (default: its occupancy of the SMs only)."""
         return Demand(sm=max(0.0, min(1.0, float(self.occupancy(graph, node)))))
@@ -246,6 +251,10 @@ class AnalyticCostModel(CostModel):
     def device_facts(self) -> DeviceFacts:
         return DeviceFacts.of(self.device, self.cuda_graphs)
 
+    @property
+    def speedup_error(self) -> float | None:
+        return self.device.calibration.speedup_error
+
     # -- interface ----------------------------------------------------------
     def op_time_ms(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
@@ -279,7 +288,14 @@ class AnalyticCostModel(CostModel):
         return 1e3 * max(compute_s, memory_s) / utilisation
 
     def _measured_body_ms(self, graph: Graph, node: Node) -> float | None:
-        return self.curve_time_ms(op_features(graph, node))
+        f = op_features(graph, node)
+        t = self.curve_time_ms(f)
+        if t is not None and f.gemm_mnk is not None:
+            curve = self._gemm_curves.get(f.kind) or self._gemm_curves["gemm"]
+            prec = self._precision(graph, node, True)
+            if prec != curve.precision:  # e.g. a float16 matmul on a curve measured in float32
+                t *= self.device.peak(curve.precision) / self.device.peak(prec)
+        return t
 
     def curve_time_ms(self, f: OpFeatures) -> float | None:
         """The body time the profile's measured curves give an op of these features (None: no curve)."""

@@ -48,12 +48,19 @@ SLEEP_S_PER_CALL = 60e-6  # a sleep long enough for the host to queue this much 
 
 
 def measure_device(
-    target: str = "cpu", *, quick: bool = False, repeat: int | None = None, progress: ProgressFn = no_progress
+    target: str = "cpu",
+    *,
+    quick: bool = False,
+    repeat: int | None = None,
+    sizes: str | None = None,
+    progress: ProgressFn = no_progress,
 ) -> DeviceMeasurements:
     """Run the micro-benchmarks on ``target`` (``cpu`` or ``cuda``) and return what was measured.
 
     ``quick`` runs a few sizes and repetitions (seconds, for tests); the full run takes
-    about a minute on a 2-core machine. ``repeat`` overrides the repetitions.
+    about a minute on a 2-core machine. ``repeat`` overrides the repetitions. ``sizes``
+    picks the problem sizes of another target (``"cpu"``: small problems; what a test
+    of the CUDA path behind a fake backend, which computes on the CPU, wants).
     """
     if target not in ("cpu", "cuda"):
         raise ExecutionError(f"unknown calibration target {target!r}", hint="use 'cpu' or 'cuda'")
@@ -62,14 +69,15 @@ def measure_device(
     reps = repeat or (3 if quick else 7)
     t0 = time.perf_counter()
     progress("calibrate: capturing the op micro-benchmarks", None, None)
-    bench = op_bench_graph(target, quick=quick)
+    size_class = sizes or target
+    bench = op_bench_graph(size_class, quick=quick)
     params = params_from_module(bench.graph, bench.module) if bench.inputs else None
     inputs = list(bench.inputs) if bench.inputs else None
     chain = chain_graph(100 if quick else 400)
     if target == "cpu":
         m = _measure_cpu(bench.graph, inputs, params, chain, quick, reps, progress)
     else:
-        m = _measure_cuda(bench.graph, inputs, params, chain, quick, reps, progress)
+        m = _measure_cuda(bench.graph, inputs, params, chain, quick, reps, progress, size_class)
     meta = {
         "date": date.today().isoformat(),
         "host": platform.node(),
@@ -167,14 +175,41 @@ def _alternate(measures: list[Any], reps: int) -> list[tuple[float, tuple[float,
 
 
 # -- CUDA ---------------------------------------------------------------------------------
+def _cuda_device() -> str:
+    """Where the CUDA path puts tensors (the backend's device: ``cuda``; the CPU under a fake)."""
+    from streamplan.runtime.backend_api import TorchCudaBackend
+
+    return TorchCudaBackend.device
+
+
+def _cuda_times(
+    graph: Graph, schedule: StreamSchedule, *, reps: int, cuda_graph: bool
+) -> tuple[float, tuple]:
+    """Median and samples of ``reps`` timed launches of ``schedule`` on CUDA streams (after a warm-up)."""
+    from streamplan.runtime.cuda import measure_cuda
+
+    env = initial_env(graph, None, None, device=_cuda_device())
+    with torch.inference_mode():
+        m = measure_cuda(graph, schedule, env, repeat=reps, warmup=1, cuda_graph=cuda_graph)
+    return statistics.median(m.times_ms), tuple(m.times_ms)
+
+
 def _measure_cuda(
-    bench: Graph, inputs: Any, params: Any, chain: Graph, quick: bool, reps: int, progress: ProgressFn
+    bench: Graph,
+    inputs: Any,
+    params: Any,
+    chain: Graph,
+    quick: bool,
+    reps: int,
+    progress: ProgressFn,
+    sizes: str,
 ) -> dict[str, Any]:
+    dev = _cuda_device()
     progress("calibrate: timing ops on the device", 0, 4)
-    env = initial_env(bench, inputs, params, device="cuda")
+    env = initial_env(bench, inputs, params, device=dev)
     op_ms = _device_op_times(bench, env, repeat=max(3, reps))
     op_ms = {op: ms for op, ms in op_ms.items() if not is_prep(bench.node(op))}
-    chain_env = initial_env(chain, None, None, device="cuda")
+    chain_env = initial_env(chain, None, None, device=dev)
     kernel_ms = _device_op_times(chain, chain_env, repeat=max(10, 2 * reps), only=chain.node_ids[:1])
     tiny = next(iter(kernel_ms.values()))
     del env
@@ -184,26 +219,20 @@ def _measure_cuda(
     runs = []
     for graphs in (False, True):
         sfx = " (CUDA graph)" if graphs else ""
-        rc = run(chain, chain_seq, device="cuda", repeat=reps, warmup=1, cuda_graph=graphs)
-        runs.append(
-            TimedRun(f"chain{sfx}", "overhead", chain, chain_seq, rc.measured_ms, rc.times_ms, graphs)
-        )
+        t, ts = _cuda_times(chain, chain_seq, reps=reps, cuda_graph=graphs)
+        runs.append(TimedRun(f"chain{sfx}", "overhead", chain, chain_seq, t, ts, graphs))
         ping = pingpong_schedule(chain)
-        rp = run(chain, ping, device="cuda", repeat=reps, warmup=1, cuda_graph=graphs)
-        runs.append(
-            TimedRun(
-                f"pingpong{sfx}", "events", chain, ping, rp.measured_ms, rp.times_ms, graphs, f"chain{sfx}"
-            )
-        )
+        t, ts = _cuda_times(chain, ping, reps=reps, cuda_graph=graphs)
+        runs.append(TimedRun(f"pingpong{sfx}", "events", chain, ping, t, ts, graphs, f"chain{sfx}"))
     graph_run = runs[2]
     progress("calibrate: co-running streams", 2, 4)
-    for case in corun_cases("cuda", quick=quick):
+    for case in corun_cases(sizes, quick=quick):
         one, many = case.schedules()
         for graphs in (False, True):
             sfx = " (CUDA graph)" if graphs else ""
             (t1, ts1), (tk, tsk) = _alternate(
-                [lambda s=one, g=case.graph, cg=graphs: run(g, s, device="cuda", repeat=1, warmup=1, cuda_graph=cg).times_ms[0],
-                 lambda s=many, g=case.graph, cg=graphs: run(g, s, device="cuda", repeat=1, warmup=1, cuda_graph=cg).times_ms[0]],
+                [lambda s=one, g=case.graph, cg=graphs: _cuda_times(g, s, reps=1, cuda_graph=cg)[0],
+                 lambda s=many, g=case.graph, cg=graphs: _cuda_times(g, s, reps=1, cuda_graph=cg)[0]],
                 reps,
             )  # fmt: skip
             base = f"corun {case.name} 1 stream{sfx}"
@@ -215,8 +244,8 @@ def _measure_cuda(
     n = len(chain.nodes)
     return {
         "target": "cuda",
-        "device_name": torch.cuda.get_device_name(0),
-        "cores": int(getattr(torch.cuda.get_device_properties(0), "multi_processor_count", 0) or 1),
+        "device_name": str(torch.cuda.get_device_name(0)),
+        "cores": _sm_count(),
         "op_graph": bench,
         "op_ms": op_ms,
         "tiny_op_ms": tiny,
@@ -230,6 +259,13 @@ def _measure_cuda(
     }
 
 
+def _sm_count() -> int:
+    try:
+        return int(torch.cuda.get_device_properties(0).multi_processor_count)
+    except (AttributeError, RuntimeError, AssertionError):
+        return 1
+
+
 def _device_op_times(graph: Graph, env: dict[str, Any], *, repeat: int, only: Any = None) -> dict[str, float]:
     """Device ms per call of each kernel, ``repeat`` calls back to back queued behind a sleep."""
     from streamplan.cost.opcost import is_view_op
@@ -239,14 +275,14 @@ def _device_op_times(graph: Graph, env: dict[str, Any], *, repeat: int, only: An
     wanted = set(only) if only is not None else None
     with torch.inference_mode():
         for node in graph.nodes:
-            outputs = call_node(node, env, "cuda")  # warm-up (and the values later ops read)
+            outputs = call_node(node, env, _cuda_device())  # warm-up (and the values later ops read)
             if (wanted is None or node.id in wanted) and not is_view_op(graph, node):
                 torch.cuda.synchronize()
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda._sleep(int(repeat * SLEEP_S_PER_CALL * 1.5e9))
                 start.record()
                 for _ in range(repeat):
-                    call_node(node, env, "cuda")
+                    call_node(node, env, _cuda_device())
                 end.record()
                 torch.cuda.synchronize()
                 out[node.id] = start.elapsed_time(end) / repeat
@@ -273,7 +309,7 @@ def _host_launch_ms(chain: Graph, env: dict[str, Any], reps: int) -> float:
 
 def _graph_launch_ms(reps: int) -> float:
     """Host ms of one ``CUDAGraph.replay`` (a small captured graph: the launch is size-independent)."""
-    x = torch.zeros(16, device="cuda")
+    x = torch.zeros(16, device=_cuda_device())
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
