@@ -150,3 +150,30 @@ def test_gemm_fit_recovers_a_known_surface():
     got = fit_gemm("gemm", samples)
     for f, ms in samples:
         assert math.isclose(got.time_ms(f.flops, f.gemm_mnk), ms, rel_tol=0.02)
+
+
+def test_refining_on_other_models_undoes_a_family_measured_too_slow():
+    import dataclasses
+
+    from streamplan.cost.refine import refine_profile
+
+    cal = TRUE.calibration
+    slow_conv = dataclasses.replace(
+        cal,
+        gemm_curves=tuple(
+            dataclasses.replace(g, peak_flops_per_s=g.peak_flops_per_s / 1.5) for g in cal.gemm_curves
+        ),
+    )
+    wrong = TRUE.replace(calibration=slow_conv)
+    runs = []
+    for kind in ("compute", "memory"):
+        for k in (2, 3, 4):
+            g, one, _ = _corun(kind, k)
+            runs.append((g, one, simulate(g, one, AnalyticCostModel(TRUE)).makespan_ms))
+    refined = refine_profile(wrong, runs)
+    g, one, _ = _corun("compute", 5)  # a model none of the runs was
+    truth = simulate(g, one, AnalyticCostModel(TRUE)).makespan_ms
+    before = simulate(g, one, AnalyticCostModel(wrong)).makespan_ms
+    after = simulate(g, one, AnalyticCostModel(refined)).makespan_ms
+    assert abs(after / truth - 1) < 0.1 < abs(before / truth - 1)
+    assert "refined" in dict(refined.calibration.sources)

@@ -54,22 +54,22 @@ class GpuConstants:
     resolved on the device (assumed 1 us: no published figure found).
     """
 
-    launch_overhead_ms: float = 0.004
-    kernel_fixed_ms: float = 0.003
-    gemm_peak_fraction: float = 0.4
-    gemm_half_m: float = 0.0
-    gemm_half_n: float = 0.0
-    gemm_half_k: float = 0.0
+    launch_overhead_ms: float = 0.0024
+    kernel_fixed_ms: float = 0.0077
+    gemm_peak_fraction: float = 1.0
+    gemm_half_m: float = 1320.0
+    gemm_half_n: float = 2.2
+    gemm_half_k: float = 2.2
     memory_efficiency: float = 0.75
-    interference: float = 0.0
+    interference: float = 0.005
     event_record_ms: float = 0.0015
     event_wait_ms: float = 0.0015
     event_resume_ms: float = 0.003
     graph_launch_ms: float = 0.0035
     graph_node_ms: float = 0.001
     graph_edge_ms: float = 0.001
-    latency_error: float | None = None
-    speedup_error: float | None = None
+    latency_error: float | None = 0.33
+    speedup_error: float | None = 0.14
 
     def apply(self, spec: DeviceProfile) -> DeviceProfile:
         """``spec`` (a GPU's spec-sheet figures) with these constants."""
