@@ -16,7 +16,7 @@ out = Console(highlight=False, width=None if sys.stdout.isatty() else 110)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 DEFAULT_POLICIES = "sequential,memory,wavefront,asap,nimble,ios"
-PROFILES = "v100, a100, h100, h200, cpu"
+PROFILES = "v100, a100, h100, h200, cpu, or a FILE.json from `streamplan calibrate`"
 
 
 def policy_help() -> str:
