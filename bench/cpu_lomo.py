@@ -18,9 +18,12 @@ left out.
 
 Machine load: before each model a canary (the calibration's chain of tiny ops) is
 timed; when the machine's speed has moved by more than ``--canary-tolerance`` since
-the round's calibration, the model is measured again after a pause (up to twice) and
-the row says so. Errors are reported per round, with the median and the spread
-(min..max over rounds) per row.
+the round's calibration, the model waits (up to twice) for it to come back, and the
+row records the drift that remained. A third column scales the prediction by that
+drift (canary now over canary at calibration): what the error would be had the
+machine kept the speed it had while calibrating, which separates the model's own
+error from the load of a shared machine. Errors are reported per round, with the
+median and the spread (min..max over rounds) per row.
 """
 
 from __future__ import annotations
@@ -151,13 +154,15 @@ def main(argv: list[str] | None = None) -> int:
                 "error": predicted / m["ms"] - 1,
                 "refined_ms": refined_ms,
                 "refined_error": refined_ms / m["ms"] - 1,
+                "drift_corrected_error": predicted * (1 + m["drift"]) / m["ms"] - 1,
             }
             rows.append(row)
             print(
                 f"  {name:<26} {policy:<10} {m['streams']} str  measured {m['ms']:8.1f} ms "
                 f"(spread {100 * row['spread']:3.0f}%, canary {100 * m['drift']:+4.0f}%)  "
                 f"calibrated {predicted:8.1f} ({100 * row['error']:+5.1f}%)  "
-                f"LOMO-refined {refined_ms:8.1f} ({100 * row['refined_error']:+5.1f}%)",
+                f"LOMO-refined {refined_ms:8.1f} ({100 * row['refined_error']:+5.1f}%)  "
+                f"drift-corrected {100 * row['drift_corrected_error']:+5.1f}%",
                 flush=True,
             )
     summary = _summary(rows)
@@ -179,12 +184,14 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             per_row.setdefault((r["model"], r["policy"]), []).append(r)
         med = [statistics.median(abs(x["error"]) for x in v) for v in per_row.values()]
         med_ref = [statistics.median(abs(x["refined_error"]) for x in v) for v in per_row.values()]
+        med_drift = [statistics.median(abs(x["drift_corrected_error"]) for x in v) for v in per_row.values()]
         out[kind] = {
             "rows": len(per_row),
             "mean_abs_error": statistics.fmean(med),
             "max_abs_error": max(med),
             "mean_abs_error_refined": statistics.fmean(med_ref),
             "max_abs_error_refined": max(med_ref),
+            "mean_abs_error_drift_corrected": statistics.fmean(med_drift),
         }
     return out
 
@@ -208,7 +215,8 @@ def _print_summary(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         print(
             f"{kind}: {s['rows']} rows, mean |error| {100 * s['mean_abs_error']:.1f}% (max "
             f"{100 * s['max_abs_error']:.1f}%); LOMO-refined {100 * s['mean_abs_error_refined']:.1f}% "
-            f"(max {100 * s['max_abs_error_refined']:.1f}%)"
+            f"(max {100 * s['max_abs_error_refined']:.1f}%); drift-corrected "
+            f"{100 * s['mean_abs_error_drift_corrected']:.1f}%"
         )
 
 
