@@ -58,7 +58,7 @@ def measure_device(
     """Run the micro-benchmarks on ``target`` (``cpu`` or ``cuda``) and return what was measured.
 
     ``quick`` runs a few sizes and repetitions (seconds, for tests); the full run takes
-    about a minute on a 2-core machine. ``repeat`` overrides the repetitions. ``sizes``
+    under a minute on a 2-core machine. ``repeat`` overrides the repetitions. ``sizes``
     picks the problem sizes of another target (``"cpu"``: small problems; what a test
     of the CUDA path behind a fake backend, which computes on the CPU, wants).
     """
