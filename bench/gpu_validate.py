@@ -13,6 +13,10 @@ per op, e.g. cuDNN workspaces, and what a stream keeps after its first matmul; s
 
     python bench/gpu_validate.py --out gpu_validate.json --measured-out measured_h200.json
     python bench/gpu_validate.py --dry-run          # a tiny subset on the CPU
+    python bench/gpu_validate.py --profile mygpu.json   # predictions from a calibrated profile
+
+``--profile`` takes a profile file written by ``streamplan calibrate --on cuda`` (or any
+profile name) for every prediction instead of the built-in profile of the GPU found.
 
 Budget rows: for each model and batch, the ``budget`` policy's schedule at ``--budget-factors``
 times the sequential peak (inputs and params counted, as ``max_memory_allocated`` counts them),
@@ -74,6 +78,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--budget-factors", nargs="*", type=float, default=[1.0, 1.5], help="budgets, x the sequential peak"
     )
     ap.add_argument("--device", default="cuda")
+    ap.add_argument(
+        "--profile", default=None, help="cost-model profile for the predictions (a calibrate file or a name)"
+    )
     ap.add_argument("--out", default="gpu_validate.json", help="full results (JSON)")
     ap.add_argument("--measured-out", default=None, help="measured op table (streamplan.measured JSON)")
     ap.add_argument("--dry-run", action="store_true", help="tiny subset on the CPU, to check the script")
@@ -123,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             kept,
             budget_rows,
         )
-    sim_device = _profile(a.device)
+    sim_device = _profile(a)
     _resimulate(kept, measured.ops, sim_device)
     if measured.in_situ_ops:
         _resimulate(kept, measured.in_situ_ops, sim_device, key="simulated_in_situ_table_ms")
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(a.out).write_text(json.dumps(result, indent=1, default=str))
     if a.measured_out:
-        measured.table(sim_device).save(a.measured_out)
+        measured.table(_profile_name(sim_device)).save(a.measured_out)
     _print_table(rows, result)
     _print_budget_table(budget_rows)
     return 0
@@ -159,7 +166,7 @@ def _validate_model(
     from streamplan.schedule import make_schedule
     from streamplan.zoo.registry import ZOO
 
-    sim_device = _profile(a.device)
+    sim_device = _profile(a)
     try:
         module, inputs = ZOO[model].load_factory()(batch)
         inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
@@ -172,7 +179,7 @@ def _validate_model(
         env = initial_env(graph, list(inputs), params, device=a.device)
         measured.ops.update(op_times_ms(graph, env, device=a.device, repeat=a.op_repeat))
         measured.scratch.update(op_scratch_bytes(graph, env, device=a.device))
-        op_memory = OpMemory.from_table(graph, measured.table(sim_device))
+        op_memory = OpMemory.from_table(graph, measured.table(_profile_name(sim_device)))
         del env
     except Exception as e:  # a model that cannot run here is reported, the others go on
         rows.append({"model": model, "batch": batch, "error": f"{type(e).__name__}: {e}"[:300]})
@@ -269,7 +276,7 @@ def _validate_budget(
     from streamplan.runtime import compare_outputs, run
     from streamplan.schedule import MemoryBudget, make_schedule
 
-    sim_device = _profile(a.device)
+    sim_device = _profile(a)
     for cuda_graph in graph_modes:
         row: dict[str, Any] = {"model": model, "batch": batch, "factor": factor, "cuda_graph": cuda_graph}
         out.append(row)
@@ -282,7 +289,7 @@ def _validate_budget(
         try:
             budget = MemoryBudget(factor=factor, includes=EVERYTHING)
             ctx = make_context(
-                device=sim_device, cuda_graphs=cuda_graph and sim_device != "cpu", max_streams=a.max_streams
+                device=sim_device, cuda_graphs=cuda_graph and _has_graphs(sim_device), max_streams=a.max_streams
             ).replace(budget=budget)
             schedule = make_schedule(graph, "budget", ctx)
             limit = int(schedule.meta["budget_bytes"])
@@ -403,7 +410,7 @@ def _resimulate(
     from streamplan.cost.measured import MeasuredCostModel, MeasuredTable
     from streamplan.cost.simulate import simulate
 
-    table = MeasuredTable(sim_device, table_ops)
+    table = MeasuredTable(_profile_name(sim_device), table_ops)
     models: dict[bool, MeasuredCostModel] = {}  # with and without CUDA graphs, made when needed
     for row, graph, schedule in kept:
         graphs = bool(row.get("cuda_graph"))
@@ -455,11 +462,26 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _profile(device: str) -> str:
-    """The cost-model profile of the device the rows run on (h100, h200...; cpu for the CPU)."""
+def _profile(a: argparse.Namespace) -> str:
+    """The cost-model profile of the predictions: ``--profile``, else the built-in one of the device
+    the rows run on (h100, h200...; cpu for the CPU)."""
     from streamplan.app.run import profile_for
 
-    return profile_for("cpu" if not device.startswith("cuda") else "cuda")
+    if a.profile:
+        return a.profile
+    return profile_for("cpu" if not a.device.startswith("cuda") else "cuda")
+
+
+def _profile_name(profile: str) -> str:
+    from streamplan.cost import get_device
+
+    return get_device(profile).name
+
+
+def _has_graphs(profile: str) -> bool:
+    from streamplan.cost import get_device
+
+    return get_device(profile).has_cuda_graphs
 
 
 def _device_name(device: str) -> str:

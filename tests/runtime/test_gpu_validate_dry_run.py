@@ -19,7 +19,12 @@ def test_dry_run_writes_rows_and_a_measured_table(tmp_path, capsys, monkeypatch)
     monkeypatch.setitem(sys.modules, "gpu_validate", module)  # its dataclasses look it up
     spec.loader.exec_module(module)
     out, table = tmp_path / "gv.json", tmp_path / "measured.json"
-    assert module.main(["--dry-run", "--out", str(out), "--measured-out", str(table)]) == 0
+    from streamplan.cost import get_device, profile_to_json
+
+    profile = tmp_path / "mine.json"  # a profile file, as `streamplan calibrate` writes, for the predictions
+    profile.write_text(profile_to_json(get_device("cpu").replace(name="cpu-mine")))
+    argv = ["--dry-run", "--out", str(out), "--measured-out", str(table), "--profile", str(profile)]
+    assert module.main(argv) == 0
     result = json.loads(out.read_text())
     rows = [r for r in result["rows"] if "measured_ms" in r]
     assert {r["policy"] for r in rows} == {"sequential", "nimble"}
@@ -29,7 +34,7 @@ def test_dry_run_writes_rows_and_a_measured_table(tmp_path, capsys, monkeypatch)
     from streamplan.cost.measured import MeasuredTable
 
     measured = MeasuredTable.load(table)
-    assert measured.ops and measured.scratch_bytes and measured.device == "cpu"
+    assert measured.ops and measured.scratch_bytes and measured.device == "cpu-mine"
     printed = capsys.readouterr().out
     assert "squeezenet" in printed  # the table is printed last
     budget = [r for r in result["budget_rows"] if "measured_ms" in r]

@@ -4,7 +4,8 @@ Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
 (``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``), ``codegen_policy``
 (``codegen``), ``report_model`` (``report``); for training steps ``describe_step``
-(``show --train``) and ``training_answer`` (``compare --train``); ``plan_remat`` (``remat``). ``make_context``
+(``show --train``) and ``training_answer`` (``compare --train``); ``plan_remat`` (``remat``);
+``calibrate`` (``calibrate``: a device profile measured on this machine). ``make_context``
 builds the ``ScheduleContext`` they take from a device profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
@@ -18,6 +19,7 @@ from streamplan.app.analysis import (
     run_policy,
     run_schedule,
 )
+from streamplan.app.calibrate import CalibrationResult, calibrate
 from streamplan.app.codegen import GeneratedModule, codegen_policy, codegen_run
 from streamplan.app.context import MeasuredCoverage, cost_model, make_context
 from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy, explain_run
@@ -28,6 +30,7 @@ from streamplan.app.run import RunReport, profile_for, run_model
 from streamplan.app.training import TrainingAnswer, describe_step, step_breakdown, training_answer
 
 __all__ = [
+    "CalibrationResult",
     "ExplainResult",
     "GeneratedModule",
     "MeasuredCoverage",
@@ -42,6 +45,7 @@ __all__ = [
     "SimulatedNote",
     "TrainingAnswer",
     "analyze_run_memory",
+    "calibrate",
     "codegen_policy",
     "codegen_run",
     "compare_policies",

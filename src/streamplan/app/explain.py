@@ -82,6 +82,21 @@ class LatencyNote:
     width_exact: bool
     critical_path_ms: float  # longest dependency chain of op times alone (no launches)
     graphs: GraphsAlternative | None  # with CUDA graphs, when not simulated with them already
+    speedup_error: float | None = None  # the profile's typical relative error of a speedup
+
+    @property
+    def speedup_uncertainty(self) -> float | None:
+        """± on ``speedup`` (one typical error), when the profile knows how wrong it tends to be."""
+        return None if self.speedup_error is None else self.speedup * self.speedup_error
+
+    @property
+    def verdict(self) -> str:
+        """``gain`` or ``loss`` when the uncertainty cannot flip it, else ``may be a loss`` /
+        ``may be a gain`` (``gain``/``loss`` when the profile gives no uncertainty)."""
+        s, u = self.speedup, self.speedup_uncertainty or 0.0
+        if s >= 1.0:
+            return "may be a loss" if s - u < 1.0 else "gain"
+        return "may be a gain" if s + u > 1.0 else "loss"
 
     @property
     def max_speedup(self) -> float:
@@ -119,6 +134,8 @@ class LatencyNote:
             if self.bound.kernel_ms
             else 1.0,
             "little_to_gain": self.little_to_gain,
+            "speedup_uncertainty": self.speedup_uncertainty,
+            "verdict": self.verdict,
             "with_cuda_graphs": None if self.graphs is None else self.graphs.to_dict(),
         }
 
@@ -269,6 +286,7 @@ def latency_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> LatencyN
         width_exact=width.exact,
         critical_path_ms=critical_path_ms(graph, cost),
         graphs=graphs,
+        speedup_error=cost.speedup_error,
     )
 
 

@@ -14,6 +14,7 @@ from streamplan.cli import cache_commands  # noqa: E402, F401, I001
 from streamplan.cli import budget_commands  # noqa: E402, F401
 from streamplan.cli import remat_commands  # noqa: E402, F401
 from streamplan.cli import fit_commands  # noqa: E402, F401
+from streamplan.cli import calibrate_commands  # noqa: E402, F401
 
 # isort: on
 from streamplan.cli.app import app

@@ -27,7 +27,8 @@ docs/fit.md explains every number. Exit status {EXIT_OUT_OF_MEMORY} when it does
 FitDeviceOpt = typer.Option(
     "h100",
     "--device",
-    help="device profile(s), comma-separated: v100, a100, a100-80gb, h100, h200, l4, rtx4090, rtx3090",
+    help="device profile(s), comma-separated: v100, a100, a100-80gb, h100, h200, l4, rtx4090, rtx3090, "
+    "or a profile FILE.json from `streamplan calibrate` (with --device-memory-gib when it has no memory size)",
 )
 FitTimeLimitOpt = typer.Option(
     10.0, "--time-limit", min=0.01, help="seconds each change's search may take (remat, budget, order, batch)"

@@ -1,6 +1,8 @@
 """Cost model and simulator: device profiles, op costs, measured tables, the event simulator."""
 
 from streamplan.cost.bound import LatencyBound, latency_bound
+from streamplan.cost.calibration import Calibration, GemmCurve, TimeCurve
+from streamplan.cost.contention import Demand, Supply, corun_rates
 from streamplan.cost.devices import DEVICES, DeviceProfile, device_names, get_device
 from streamplan.cost.measured import MeasuredCostModel, MeasuredTable, op_signature
 from streamplan.cost.opcost import (
@@ -11,12 +13,21 @@ from streamplan.cost.opcost import (
     is_view_op,
     resolve_cost,
 )
+from streamplan.cost.profile import load_profile, profile_to_json
 from streamplan.cost.simulate import critical_path_ms, op_costs, simulate
 from streamplan.cost.timeline import OpSpan, Timeline
 
 __all__ = [
     "DEVICES",
     "AnalyticCostModel",
+    "Calibration",
+    "Demand",
+    "GemmCurve",
+    "Supply",
+    "TimeCurve",
+    "corun_rates",
+    "load_profile",
+    "profile_to_json",
     "CostModel",
     "DeviceFacts",
     "DeviceProfile",

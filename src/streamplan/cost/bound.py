@@ -14,8 +14,11 @@ one CUDA-graph launch (0 without graphs):
   it depends on;
 - **host launches**: the host issues every op one after another, and the last one it
   issues (always a sink) still has to run: ``P + sum(L) + min over sinks of t``;
-- **device capacity**: ``P + min L + sum(occ * t)`` (total work over the device's
-  capacity of 1).
+- **device capacity**: ``P + min L + max over resources of sum(demand * t) / supply``:
+  every resource concurrent ops share (``cost.contention``: SM slots, DRAM bandwidth,
+  the CPU runtime's interpreter lock) delivers at most its supply per millisecond, and
+  an op needs its demand of it for its standalone time (with only SMs shared and a
+  supply of 1, this is the total occupancy-time of the ops).
 
 The bound is the largest of the three; ``binding`` names it. Event costs (records,
 waits, resume latency) depend on the schedule and only add time, so they are left out.
@@ -41,7 +44,7 @@ class LatencyBound:
     bound_ms: float
     critical_path_ms: float  # longest dependency chain, each op after its ancestors' launches
     host_launch_ms: float  # every launch issued serially, then the last op runs
-    device_work_ms: float  # sum of occupancy x time: total work over the device's capacity
+    device_work_ms: float  # the busiest shared resource: sum of demand x time over its supply
     kernel_ms: float  # sum of standalone op times (what one stream would spend on the device)
     launch_total_ms: float  # host time of all launches (the one graph launch with CUDA graphs)
     kernels: int
@@ -95,7 +98,14 @@ def latency_bound(graph: Graph, cost: CostModel | str | DeviceProfile = "v100") 
     host = prologue + sum(launch) + min(t[v] for v in sinks)
     kernels = [v for v in range(n) if t[v] > 0]
     first = min((launch[v] for v in kernels), default=0.0)
-    work = prologue + first + sum(occ[v] * t[v] for v in range(n))
+    supply = facts.supply
+    demands = costs.demand_list()
+    need = max(
+        sum(occ[v] * t[v] for v in range(n)) / supply.sm,
+        sum(d.dram * tv for d, tv in zip(demands, t, strict=True)) / supply.dram,
+        sum(d.lock * tv for d, tv in zip(demands, t, strict=True)) / supply.lock,
+    )
+    work = prologue + first + need
     return LatencyBound(
         bound_ms=max(critical, host, work),
         critical_path_ms=critical,

@@ -49,9 +49,25 @@ class Link:
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
+            "summary": self.summary,
             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
             "hop_latency_ms": self.hop_latency_ms,
         }
+
+    @staticmethod
+    def from_dict(d: dict[str, object]) -> Link:
+        """``to_dict``'s form back to a link (``ValueError`` when a number is not a number > 0)."""
+        link = Link(
+            str(d["name"]),
+            str(d.get("summary", d["name"])),
+            float(d["bandwidth_bytes_per_s"]),  # type: ignore[arg-type]
+            float(d["hop_latency_ms"]),  # type: ignore[arg-type]
+        )
+        if not (math.isfinite(link.bandwidth_bytes_per_s) and link.bandwidth_bytes_per_s > 0):
+            raise ValueError(f"link {link.name}: bandwidth_bytes_per_s must be a number > 0")
+        if not (math.isfinite(link.hop_latency_ms) and link.hop_latency_ms >= 0):
+            raise ValueError(f"link {link.name}: hop_latency_ms must be a number >= 0")
+        return link
 
 
 # Achievable bus bandwidth per device and direction (what nccl-tests report for large messages),
@@ -99,6 +115,22 @@ class Interconnect:
             "devices_per_node": self.devices_per_node,
             "base_ms": self.base_ms,
         }
+
+    @staticmethod
+    def from_dict(d: dict[str, object]) -> Interconnect:
+        """``to_dict``'s form back to an interconnect (a profile file's ``interconnect``)."""
+        per_node = d.get("devices_per_node", 8)
+        if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
+            raise ValueError("interconnect.devices_per_node must be an int >= 1")
+        base = float(d.get("base_ms", 0.010))  # type: ignore[arg-type]
+        if not (math.isfinite(base) and base >= 0):
+            raise ValueError("interconnect.base_ms must be a number >= 0")
+        return Interconnect(
+            Link.from_dict(d["intra"]),  # type: ignore[arg-type]
+            Link.from_dict(d["inter"]),  # type: ignore[arg-type]
+            per_node,
+            base,
+        )
 
     def describe(self) -> str:
         return f"{self.intra.name} within {self.devices_per_node}-device nodes, {self.inter.name} between"

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamplan.cost.contention import Demand
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import AnalyticCostModel, CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import Timeline
@@ -199,6 +200,14 @@ class MeasuredCostModel(CostModel):
 
     def occupancy(self, graph: Graph, node: Node) -> float:
         return self.fallback.occupancy(graph, node)
+
+    def demand(self, graph: Graph, node: Node) -> Demand:
+        return self.fallback.demand(graph, node)
+
+    @property
+    def speedup_error(self) -> float | None:
+        # measured op times remove the op-time error, not the contention model's
+        return self.fallback.speedup_error
 
     def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
         return self.fallback.launch_overhead_ms(graph, node)

@@ -1,10 +1,23 @@
-"""Op cost: how long an op takes alone, and how much of the device it can fill.
+"""Op cost: how long an op takes alone, how much of the device it fills, what it demands.
 
 ``CostModel`` is the tiny interface the simulator and the IOS search use.
 ``AnalyticCostModel`` is a roofline scaled by how much of the device the op fills::
 
     time = kernel_fixed + max(flops / (peak * eff), bytes / (bw * eff)) / occupancy
     occupancy = min(1, blocks / slots)     (slots = SMs x resident blocks per SM)
+
+On a calibrated profile (``DeviceProfile.calibration``, written by ``streamplan
+calibrate``) an op whose kind was measured is costed from the measured curve instead:
+``time = kernel_fixed + curve(work)`` (``cost.kinds`` says which kind and which size;
+the curve already holds the efficiency at that size, so nothing is divided by the
+occupancy); kinds the calibration did not measure fall back to their family's pooled
+curve, then to the roofline.
+
+``demand`` says what the op asks of the device while it runs (``cost.contention``):
+its occupancy, the share of the achievable DRAM bandwidth it draws (bytes moved over
+its body time, against the profile's best measured bandwidth), and, on a profile whose
+fixed per-op time holds an interpreter lock (the CPU runtime), the share of its time
+that holds it.
 
 An op with 16 tiles on 160 slots can use only a tenth of the peak, and holds only
 a tenth of the device while it runs (the rest is free for concurrent ops).
@@ -23,7 +36,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from streamplan.cost.calibration import GemmCurve, TimeCurve
+from streamplan.cost.contention import Demand, Supply
 from streamplan.cost.devices import DeviceProfile, get_device
+from streamplan.cost.kinds import OpFeatures, op_features
 from streamplan.errors import ModelSpecError
 from streamplan.ir.collectives import collective_of, is_collective
 from streamplan.ir.dtypes import numel
@@ -150,9 +166,11 @@ class DeviceFacts:
     cuda_graphs: bool = False  # the schedule runs as one captured CUDA graph
     graph_launch_ms: float = 0.0  # host time of the one graph launch (with cuda_graphs)
     graph_node_ms: float = 0.0  # fixed device time of a kernel node in a graph (with cuda_graphs)
+    supply: Supply = Supply()  # what concurrent ops share (cost.contention)
 
     @staticmethod
     def of(device: DeviceProfile, cuda_graphs: bool = False) -> DeviceFacts:
+        supply = device.calibration.contention
         if cuda_graphs:
             return DeviceFacts(
                 max_queues=device.max_queues,
@@ -160,12 +178,14 @@ class DeviceFacts:
                 cuda_graphs=True,
                 graph_launch_ms=device.graph_launch_ms or 0.0,
                 graph_node_ms=device.graph_node_ms,
+                supply=supply,
             )
         return DeviceFacts(
             max_queues=device.max_queues,
             event_record_ms=device.event_record_ms,
             event_wait_ms=device.event_wait_ms,
             event_resume_ms=device.event_resume_ms,
+            supply=supply,
         )
 
 
@@ -203,6 +223,28 @@ class CostModel(ABC):
         at once) or ``LINK`` (the links between devices, shared by the collectives in flight)."""
         return LINK if is_collective(node) else COMPUTE
 
+    @property
+    def speedup_error(self) -> float | None:
+        """Typical relative error of a predicted speedup under this model (None: unknown)."""
+        return None
+
+    def demand(self, graph: Graph, node: Node) -> Demand:
+        """What the op asks of the device while it runs (default: its occupancy of the SMs only;
+        a collective asks for the links between devices and no SMs)."""
+        if is_collective(node):
+            return Demand(sm=0.0, link=1.0)
+        return Demand(sm=max(0.0, min(1.0, float(self.occupancy(graph, node)))))
+
+    def op_facts(self, graph: Graph, node: Node) -> tuple[float, float, float, Demand]:
+        """(standalone ms, occupancy, launch ms, demand) at once: what the simulator reads per op
+        (a model may compute them together)."""
+        return (
+            self.op_time_ms(graph, node),
+            self.occupancy(graph, node),
+            self.launch_overhead_ms(graph, node),
+            self.demand(graph, node),
+        )
+
 
 class AnalyticCostModel(CostModel):
     """Roofline + fixed kernel time + wave quantisation, from a ``DeviceProfile``.
@@ -222,6 +264,13 @@ class AnalyticCostModel(CostModel):
                 hint="CUDA graphs need a GPU profile (v100, a100, h100, h200)",
             )
         self.cuda_graphs = bool(cuda_graphs)
+        cal = self.device.calibration
+        self._curves: dict[str, TimeCurve] = {c.kind: c for c in cal.curves}
+        self._gemm_curves: dict[str, GemmCurve] = {c.kind: c for c in cal.gemm_curves}
+        self._bandwidth = cal.stream_bandwidth_bytes_per_s or (
+            self.device.mem_bw_bytes_per_s * self.device.memory_efficiency
+        )
+        self._lock = cal.fixed_holds_lock
 
     # a model of a profile is a value: two models of equal profiles and mode cost every op alike
     def __eq__(self, other: object) -> bool:
@@ -241,12 +290,32 @@ class AnalyticCostModel(CostModel):
     def device_facts(self) -> DeviceFacts:
         return DeviceFacts.of(self.device, self.cuda_graphs)
 
+    @property
+    def speedup_error(self) -> float | None:
+        return self.device.calibration.speedup_error
+
     # -- interface ----------------------------------------------------------
     def op_time_ms(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
             return 0.0
         if is_collective(node):
             return self.collective_time(graph, node)[0]
+        return self.fixed_ms + self.body_ms(graph, node)
+
+    @property
+    def fixed_ms(self) -> float:
+        """Fixed device time of every kernel: in a CUDA graph the node overhead replaces the
+        stream launch's fixed time (which includes the launch latency the graph removes)."""
+        d = self.device
+        return d.graph_node_ms if self.cuda_graphs else d.kernel_fixed_ms
+
+    def body_ms(self, graph: Graph, node: Node) -> float:
+        """The op's time beyond the fixed per-kernel time: a measured curve where the profile
+        has one for its kind (or family), else the roofline over the occupancy."""
+        if self._curves or self._gemm_curves:
+            measured = self._measured_body_ms(graph, node)
+            if measured is not None:
+                return measured
         d = self.device
         gemm = op_base_name(kernel_op(node)) in GEMM_OPS  # a fused kernel costs as its anchor's class
         peak = d.peak(self._precision(graph, node, gemm))
@@ -257,10 +326,30 @@ class AnalyticCostModel(CostModel):
         # Libraries pick tile sizes that balance big problems over the SMs, so only a
         # launch with fewer blocks than slots loses peak (an op that fills 10% gets 10%).
         utilisation = min(d.max_op_fraction, blocks / slots)
-        # In a CUDA graph a kernel node's fixed device time is the graph's per-node overhead: the
-        # stream-launch latency the profile's kernel_fixed_ms includes is what the graph removes.
-        fixed_ms = d.graph_node_ms if self.cuda_graphs else d.kernel_fixed_ms
-        return fixed_ms + 1e3 * max(compute_s, memory_s) / utilisation
+        return 1e3 * max(compute_s, memory_s) / utilisation
+
+    def _measured_body_ms(self, graph: Graph, node: Node) -> float | None:
+        f = op_features(graph, node)
+        t = self.curve_time_ms(f)
+        if t is not None and f.gemm_mnk is not None:
+            curve = self._gemm_curves.get(f.kind) or self._gemm_curves["gemm"]
+            prec = self._precision(graph, node, True)
+            if prec != curve.precision:  # e.g. a float16 matmul on a curve measured in float32
+                t *= self.device.peak(curve.precision) / self.device.peak(prec)
+        return t
+
+    def curve_time_ms(self, f: OpFeatures) -> float | None:
+        """The body time the profile's measured curves give an op of these features (None: no curve)."""
+        if f.gemm_mnk is not None:
+            gemm = self._gemm_curves.get(f.kind) or self._gemm_curves.get("gemm")
+            if gemm is not None:
+                return gemm.time_ms(f.flops, f.gemm_mnk)
+            return None
+        curve = self._curves.get(f.kind) or self._curves.get(f.family)
+        if curve is None:
+            return None
+        work = f.flops if curve.unit == "flops" else f.bytes_moved
+        return curve.time_ms(float(work))
 
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
@@ -269,6 +358,27 @@ class AnalyticCostModel(CostModel):
             return 1.0  # of the links: collectives in flight share their bandwidth
         blocks, slots = self._blocks(graph, node, op_base_name(kernel_op(node)) in GEMM_OPS)
         return min(self.device.max_op_fraction, blocks / slots)
+
+    def demand(self, graph: Graph, node: Node) -> Demand:
+        """Occupancy, bandwidth drawn (bytes over body time, against the achievable bandwidth)
+        and, where the fixed time holds the interpreter lock, the share of time that holds it."""
+        return self.op_facts(graph, node)[3]
+
+    def op_facts(self, graph: Graph, node: Node) -> tuple[float, float, float, Demand]:
+        if is_view_op(graph, node):
+            return 0.0, 0.0, 0.0, Demand(sm=0.0)
+        if is_collective(node):  # on the links, not the SMs (``resource``)
+            launch = 0.0 if self.cuda_graphs else self.device.launch_overhead_ms
+            return self.collective_time(graph, node)[0], 1.0, launch, Demand(sm=0.0, link=1.0)
+        body_ms = self.body_ms(graph, node)
+        fixed_ms = self.fixed_ms
+        total_ms = fixed_ms + body_ms
+        occ = self.occupancy(graph, node)
+        moved = node.bytes_read + node.bytes_written
+        dram = min(1.0, moved / (self._bandwidth * body_ms * 1e-3)) if body_ms > 0 else 0.0
+        lock = fixed_ms / total_ms if self._lock and total_ms > 0 else 0.0
+        launch = 0.0 if self.cuda_graphs else self.device.launch_overhead_ms
+        return total_ms, occ, launch, Demand(sm=occ, dram=dram, lock=lock)
 
     def launch_overhead_ms(self, graph: Graph, node: Node) -> float:
         if self.cuda_graphs or is_view_op(graph, node):

@@ -12,26 +12,29 @@ Semantics (``docs/simulator.md``):
 - with CUDA graphs (``DeviceFacts.cuda_graphs``) the host issues one graph launch
   before anything runs and nothing per op; cross-stream waits are graph edges with
   a device-side latency (the ops' per-node overhead is in their times);
-- ops running at once share the device by processor sharing: an op with standalone
-  time T progresses at ``min(1, 1/S) / T`` per ms, where S is the sum of the
-  occupancies of the running ops. Because every running op has the same factor, a
-  single "virtual clock" V with ``dV/dt = min(1, 1/S)`` tells when each op ends
-  (at ``V_start + T``), so one heap gives O(log n) per event;
-- collectives are not SM-bound: they share the links between devices
-  (``CostModel.resource``), by processor sharing among the collectives in flight, with
-  a virtual clock of their own, and leave the SMs to the kernels running beside them.
+- ops running at once contend for the device (``cost.contention``): each running op
+  demands a share of the SM slots (its occupancy), of the DRAM bandwidth and, on the
+  CPU runtime, of the interpreter lock; each resource is shared max-min fairly and
+  co-runners' memory traffic slows an op further (the profile's ``interference``).
+  An op with standalone time T progresses at ``rate / T`` per ms; the rates of the
+  running ops are recomputed whenever one starts or ends, so each event costs
+  O(q log q) for q ops running at once (at most one per hardware queue), and a
+  stretch where one op runs alone costs O(1);
+- collectives are not SM-bound: they demand the links between devices (``Demand.link``),
+  shared max-min fairly among the collectives in flight, and leave the SMs to the
+  kernels running beside them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import heapq
 import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from streamplan.cost.contention import Demand, Supply, corun_rates
 from streamplan.cost.devices import DeviceProfile
 from streamplan.cost.opcost import CostModel, DeviceFacts, resolve_cost
 from streamplan.cost.timeline import OpSpan, Timeline
@@ -44,26 +47,43 @@ _EPS = 1e-12
 
 @dataclass(frozen=True, slots=True)
 class OpCosts:
-    """Per-op cost facts in launch order (what the event loop consumes); ``resource`` says
-    what each op's occupancy is of (``opcost.COMPUTE`` or ``opcost.LINK``; empty: compute)."""
+    """Per-op cost facts in launch order (what the event loop consumes).
+
+    ``demands`` (what each op asks of the device while it runs) may be left empty:
+    each op then demands its occupancy of the SMs and nothing else.
+    """
 
     time_ms: tuple[float, ...]
     occupancy: tuple[float, ...]
     launch_ms: tuple[float, ...]
-    resource: tuple[int, ...] = ()
+    demands: tuple[Demand, ...] = ()
+
+    def demand_list(self) -> list[Demand]:
+        if self.demands:
+            return list(self.demands)
+        return [Demand(sm=o) for o in self.occupancy]
 
 
 def op_costs(graph: Graph, ops: Sequence[str], cost: CostModel) -> OpCosts:
-    """Standalone time, occupancy, launch overhead and resource of ``ops`` (view ops: zero time)."""
-    times, occ, launch, resource = [], [], [], []
+    """Standalone time, occupancy, launch overhead and demand of ``ops`` (view ops: zero time)."""
+    times, occ, launch, demands = [], [], [], []
+    idle = Demand(sm=0.0)
     for op in ops:
         node = graph.node(op)
-        t = max(0.0, float(cost.op_time_ms(graph, node)))
+        t, o, la, d = cost.op_facts(graph, node)
+        t = max(0.0, float(t))
         times.append(t)
-        occ.append(min(1.0, max(0.0, float(cost.occupancy(graph, node)))) if t > 0 else 0.0)
-        launch.append(max(0.0, float(cost.launch_overhead_ms(graph, node))))
-        resource.append(cost.resource(graph, node))
-    return OpCosts(tuple(times), tuple(occ), tuple(launch), tuple(resource) if any(resource) else ())
+        o = min(1.0, max(0.0, float(o))) if t > 0 else 0.0
+        occ.append(o)
+        launch.append(max(0.0, float(la)))
+        if t <= 0:
+            d = idle
+        elif d.link > 0:  # a collective: on the links, whatever its occupancy says
+            d = Demand(sm=min(1.0, max(0.0, d.sm)), link=min(1.0, d.link))
+        elif d.sm != o or not (0.0 <= d.dram <= 1.0 and 0.0 <= d.lock <= 1.0):
+            d = Demand(sm=o, dram=min(1.0, max(0.0, d.dram)), lock=min(1.0, max(0.0, d.lock)))
+        demands.append(d)
+    return OpCosts(tuple(times), tuple(occ), tuple(launch), tuple(demands))
 
 
 def critical_path_ms(graph: Graph, cost: CostModel | str = "v100") -> float:
@@ -129,7 +149,7 @@ def _simulate(graph: Graph, schedule: StreamSchedule, model: CostModel, max_queu
     costs = _with_event_costs(costs, waits, facts, host_waits or ())
     if facts.cuda_graphs and costs.launch_ms:
         costs = _with_graph_launch(costs, facts.graph_launch_ms)
-    launch_done, start, end = run_events(costs, queue, waits, host_waits)
+    launch_done, start, end = run_events(costs, queue, waits, facts.supply, host_waits)
     stuck = [order[i] for i in range(len(order)) if math.isnan(end[i])]
     if stuck:
         raise ScheduleError(
@@ -176,36 +196,42 @@ def _with_event_costs(
                 times[i] += resume
     for i, ws in enumerate(host_waits):
         launch[i] += wait * len(ws)
-    return OpCosts(tuple(times), costs.occupancy, tuple(launch), costs.resource)
+    return OpCosts(tuple(times), costs.occupancy, tuple(launch), costs.demands)
 
 
 def _with_graph_launch(costs: OpCosts, graph_launch_ms: float) -> OpCosts:
     """The one graph launch comes before the first op can start (the host issues nothing else)."""
     launch = list(costs.launch_ms)
     launch[0] += graph_launch_ms
-    return OpCosts(costs.time_ms, costs.occupancy, tuple(launch), costs.resource)
+    return OpCosts(costs.time_ms, costs.occupancy, tuple(launch), costs.demands)
 
 
 def run_events(
     costs: OpCosts,
     queue: Sequence[int],
     waits: Sequence[Sequence[int]],
+    supply: Supply = Supply(),
     host_waits: Sequence[Sequence[int]] | None = None,
 ) -> tuple[list[float], list[float], list[float]]:
     """The event loop on plain arrays (ops numbered in launch order).
 
     ``queue[i]`` is op i's hardware queue, ``waits[i]`` the ops it waits for (each
-    launched before i), ``host_waits[i]`` the ops the host waits for before launching
-    i. Returns (launch done, start, end) per op; ops that never ran (deadlock) have
-    NaN times. Each resource (``costs.resource``) has its own virtual clock and load.
+    launched before i); ``supply`` is what running ops share (``cost.contention``);
+    ``host_waits[i]`` the ops the host waits for before launching i (None: none).
+    Returns (launch done, start, end) per op; ops that never ran (deadlock) have NaN
+    times.
     """
-    if host_waits is None and not costs.resource:
-        return _run_events_one_resource(costs, queue, waits)
     n = len(queue)
-    times, occ, launch_ms = costs.time_ms, costs.occupancy, costs.launch_ms
-    res = costs.resource or (0,) * n
-    nres = (max(res) + 1) if n else 1
-    launch_done = [math.nan] * n
+    times = costs.time_ms
+    demands = costs.demand_list()
+    if host_waits is None:  # the host never blocks: every launch time is known up front
+        launch_done, t = [], 0.0
+        for x in costs.launch_ms:
+            t += x
+            launch_done.append(t)
+    else:
+        launch_done = [math.nan] * n
+    host_t = 0.0
     start = [math.nan] * n
     end = [math.nan] * n
     done = bytearray(n)
@@ -213,25 +239,28 @@ def run_events(
     pending: list[deque[int]] = [deque() for _ in range(nq)]
     running = [-1] * nq
     blocked_on: dict[int, list[int]] = {}
-    heaps: list[list[tuple[float, int]]] = [[] for _ in range(nres)]
-    vclock = [0.0] * nres
-    load = [0.0] * nres
-    now = host_t = 0.0
+    active: list[int] = []  # ops running now
+    left: dict[int, float] = {}  # standalone ms of work each running op has left
+    rate: dict[int, float] = {}  # its progress per ms (1.0 = as fast as alone)
+    now = 0.0
     next_launch = 0
+    changed = False
 
     def launch_time() -> float:
         """When the host finishes the next launch (inf while a host wait is unmet)."""
         if next_launch >= n:
             return math.inf
+        if host_waits is None:
+            return launch_done[next_launch]
         ready = host_t
-        if host_waits is not None:
-            for u in host_waits[next_launch]:
-                if not done[u]:
-                    return math.inf
-                ready = max(ready, end[u])
-        return ready + launch_ms[next_launch]
+        for u in host_waits[next_launch]:
+            if not done[u]:
+                return math.inf
+            ready = max(ready, end[u])
+        return ready + costs.launch_ms[next_launch]
 
     def try_start(q: int, retry: list[int]) -> None:
+        nonlocal changed
         while running[q] < 0 and pending[q]:
             i = pending[q][0]
             for w in waits[i]:
@@ -246,123 +275,71 @@ def run_events(
                 retry.extend(blocked_on.pop(i, ()))
                 continue
             running[q] = i
-            r = res[i]
-            load[r] += occ[i]
-            heapq.heappush(heaps[r], (vclock[r] + times[i], i))
+            active.append(i)
+            left[i] = times[i]
+            changed = True
 
-    while True:
+    while next_launch < n or active:
+        if changed:
+            if len(active) == 1:
+                rate[active[0]] = min(1.0, _alone_rate(demands[active[0]], supply))
+            else:
+                for i, r in zip(active, corun_rates([demands[i] for i in active], supply), strict=True):
+                    rate[i] = r
+            changed = False
         t_launch = launch_time()
-        t_finish, first = math.inf, -1
-        for r in range(nres):
-            if heaps[r]:
-                rate = 1.0 if load[r] <= 1.0 else 1.0 / load[r]
-                t = now + (heaps[r][0][0] - vclock[r]) / rate
-                if t < t_finish:
-                    t_finish, first = t, r
-        if t_launch == math.inf and first < 0:
-            break  # everything ran, or the rest is deadlocked
+        if t_launch == math.inf and not active:
+            break  # the host waits for an op that can never run: deadlock
+        first, dt_finish = -1, math.inf
+        for i in active:
+            dt = left[i] / rate[i]
+            if dt < dt_finish:
+                first, dt_finish = i, dt
         retry: list[int] = []
-        t_next = t_launch if t_launch <= t_finish else t_finish
-        for r in range(nres):  # every clock advances to the next event
-            rate = 1.0 if load[r] <= 1.0 else 1.0 / load[r]
-            vclock[r] += (t_next - now) * rate
-        now = t_next
-        if t_launch <= t_finish:
+        if t_launch <= now + dt_finish:
+            dt = t_launch - now
+            for i in active:
+                left[i] -= dt * rate[i]
+            now = t_launch
             launch_done[next_launch] = host_t = t_launch
             q = queue[next_launch]
             pending[q].append(next_launch)
             next_launch += 1
             retry.append(q)
         else:
-            heap = heaps[first]
-            vclock[first] = heap[0][0]
-            v = vclock[first]
-            while heap and heap[0][0] <= v + _EPS * max(1.0, v):
-                _, i = heapq.heappop(heap)
+            now += dt_finish
+            finished = []
+            for i in active:
+                left[i] -= dt_finish * rate[i]
+                if i == first or left[i] <= _EPS * max(1.0, times[i]):
+                    finished.append(i)
+            for i in finished:
+                active.remove(i)
+                del left[i], rate[i]
                 end[i] = now
                 done[i] = 1
                 q = queue[i]
                 running[q] = -1
-                load[first] -= occ[i]
                 retry.append(q)
                 retry.extend(blocked_on.pop(i, ()))
-            if not heap:
-                load[first] = 0.0  # drop accumulated rounding
+            changed = True
         while retry:
             try_start(retry.pop(), retry)
     return launch_done, start, end
 
 
-def _run_events_one_resource(
-    costs: OpCosts, queue: Sequence[int], waits: Sequence[Sequence[int]]
-) -> tuple[list[float], list[float], list[float]]:
-    """``run_events`` when every op shares one resource and the host never waits (the common
-    case, kept on its own: one virtual clock and precomputed launch times are faster)."""
-    n = len(queue)
-    times, occ = costs.time_ms, costs.occupancy
-    launch_done, t = [], 0.0
-    for x in costs.launch_ms:
-        t += x
-        launch_done.append(t)
-    start = [math.nan] * n
-    end = [math.nan] * n
-    done = bytearray(n)
-    nq = (max(queue) + 1) if n else 0
-    pending: list[deque[int]] = [deque() for _ in range(nq)]
-    running = [-1] * nq
-    blocked_on: dict[int, list[int]] = {}
-    heap: list[tuple[float, int]] = []
-    now = vclock = load = 0.0
-    next_launch = 0
-
-    def try_start(q: int, retry: list[int]) -> None:
-        nonlocal load
-        while running[q] < 0 and pending[q]:
-            i = pending[q][0]
-            for w in waits[i]:
-                if not done[w]:
-                    blocked_on.setdefault(w, []).append(q)
-                    return
-            pending[q].popleft()
-            start[i] = now
-            if times[i] <= 0.0:
-                end[i] = now
-                done[i] = 1
-                retry.extend(blocked_on.pop(i, ()))
-                continue
-            running[q] = i
-            load += occ[i]
-            heapq.heappush(heap, (vclock + times[i], i))
-
-    while next_launch < n or heap:
-        rate = 1.0 if load <= 1.0 else 1.0 / load
-        t_launch = launch_done[next_launch] if next_launch < n else math.inf
-        t_finish = now + (heap[0][0] - vclock) / rate if heap else math.inf
-        retry: list[int] = []
-        if t_launch <= t_finish:
-            vclock += (t_launch - now) * rate
-            now = t_launch
-            q = queue[next_launch]
-            pending[q].append(next_launch)
-            next_launch += 1
-            retry.append(q)
-        else:
-            vclock = heap[0][0]
-            now = t_finish
-            while heap and heap[0][0] <= vclock + _EPS * max(1.0, vclock):
-                _, i = heapq.heappop(heap)
-                end[i] = now
-                done[i] = 1
-                q = queue[i]
-                running[q] = -1
-                load -= occ[i]
-                retry.append(q)
-                retry.extend(blocked_on.pop(i, ()))
-            if not heap:
-                load = 0.0  # drop accumulated rounding
-        while retry:
-            try_start(retry.pop(), retry)
-    return launch_done, start, end
+def _alone_rate(d: Demand, supply: Supply) -> float:
+    """An op running alone is slowed only where it asks for more than the device offers."""
+    r = 1.0
+    for asked, offered in (
+        (d.sm, supply.sm),
+        (d.dram, supply.dram),
+        (d.lock, supply.lock),
+        (d.link, supply.link),
+    ):
+        if asked > offered > 0:
+            r = min(r, offered / asked)
+    return r
 
 
 def _launch_index(graph: Graph, schedule: StreamSchedule) -> dict[str, int]:

@@ -101,6 +101,17 @@ def explain_lines(e: ExplainResult) -> list[str]:
     return lines
 
 
+def speedup_text(n: LatencyNote) -> str:
+    """``1.04x``, or with the profile's uncertainty ``1.04x ± 0.06: may be a loss on this device``."""
+    u = n.speedup_uncertainty
+    if u is None:
+        return f"{n.speedup:.2f}x"
+    text = f"{n.speedup:.2f}x ± {u:.2f}"
+    if n.verdict.startswith("may"):
+        text += f": {n.verdict} on this device"
+    return text
+
+
 def latency_lines(n: LatencyNote) -> list[str]:
     """The latency part of ``explain``: the bound, why it sits where it does, what would move it."""
     us = 1000.0
@@ -108,7 +119,7 @@ def latency_lines(n: LatencyNote) -> list[str]:
     mode = "as one CUDA graph" if n.cuda_graphs else "launching kernel by kernel (no CUDA graphs)"
     head = (
         f"latency on {n.device}, {mode}: sequential {fmt_ms(n.sequential_ms)}, {n.policy} {fmt_ms(n.policy_ms)} "
-        f"({n.speedup:.2f}x). No schedule can take less than {fmt_ms(b.bound_ms)} ({b.binding} bound), "
+        f"({speedup_text(n)}). No schedule can take less than {fmt_ms(b.bound_ms)} ({b.binding} bound), "
         f"so none beats sequential by more than {100 * (n.max_speedup - 1):.0f}%."
     )
     lines = [head]

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from streamplan.cost.contention import Demand, Supply
 from streamplan.cost.simulate import OpCosts, op_costs, run_events, simulate
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
@@ -84,7 +85,7 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     units = chain_units(graph)
     blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
-    search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap)
+    search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap, supply=model.device_facts.supply)
     for k, block in enumerate(blocks):
         ctx.progress("ios search (blocks)", k, len(blocks))
         stages.extend(search.run(block))
@@ -164,12 +165,21 @@ def split_blocks(units: list[list[int]], graph: Graph, block_ops: int) -> list[l
 class _BlockSearch:
     """The DP for one block at a time (local unit indices as bits); stage times cached by shape."""
 
-    def __init__(self, graph: Graph, costs: OpCosts, units: list[list[int]], *, r: int, s: int):
+    def __init__(
+        self,
+        graph: Graph,
+        costs: OpCosts,
+        units: list[list[int]],
+        *,
+        r: int,
+        s: int,
+        supply: Supply = Supply(),
+    ):
         self.graph, self.costs, self.units, self.r, self.s = graph, costs, units, r, s
-        op_class: dict[tuple[float, float], int] = {}
-        cls = [
-            op_class.setdefault(k, len(op_class)) for k in zip(costs.time_ms, costs.occupancy, strict=True)
-        ]
+        self.supply = supply
+        self.demands = costs.demand_list()
+        op_class: dict[tuple[float, Demand], int] = {}
+        cls = [op_class.setdefault(k, len(op_class)) for k in zip(costs.time_ms, self.demands, strict=True)]
         unit_class: dict[tuple[int, ...], int] = {}
         self.unit_class = [
             unit_class.setdefault(tuple(cls[p] for p in ops), len(unit_class)) for ops in units
@@ -328,7 +338,7 @@ class _BlockSearch:
     def _simulate_units(
         self, order: list[int], group_of: dict[int, int], unit_waits: list[list[int]]
     ) -> float:
-        times, occ, queue, waits = [], [], [], []
+        times, occ, demands, queue, waits = [], [], [], [], []
         last_op: list[int] = []
         c = self.costs
         for n, j in enumerate(order):
@@ -337,10 +347,11 @@ class _BlockSearch:
                 waits.append([last_op[w] for w in unit_waits[n]] if k == 0 else [])
                 times.append(c.time_ms[p])
                 occ.append(c.occupancy[p])
+                demands.append(self.demands[p])
                 queue.append(group_of[j])
             last_op.append(len(times) - 1)
-        sub = OpCosts(tuple(times), tuple(occ), (0.0,) * len(times))
-        _, _, end = run_events(sub, queue, waits)
+        sub = OpCosts(tuple(times), tuple(occ), (0.0,) * len(times), tuple(demands))
+        _, _, end = run_events(sub, queue, waits, self.supply)
         return max(end, default=0.0)
 
 

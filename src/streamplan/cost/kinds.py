@@ -1,0 +1,179 @@
+"""What kind of work an op is, as the calibrated cost model sees it.
+
+A calibrated profile (``streamplan calibrate``) measures each *kind* of op at
+several sizes. ``op_features`` names the kind of a node and the sizes its time
+depends on:
+
+- GEMM-like kinds are timed against their implicit GEMM (M x N x K, FLOPs =
+  2·M·N·K): ``gemm`` (mm, addmm, linear, matmul, bmm), ``conv`` (a dense
+  convolution with a k x k kernel: M = batch x output pixels, N = output channels,
+  K = input channels x kernel area) and ``conv1x1`` (a dense 1 x 1 convolution,
+  which libraries run as a plain GEMM and which runs at a different rate than a
+  k x k one of the same shape);
+- every other kind is timed against one number, its *work*: FLOPs for
+  ``conv_grouped`` (grouped and depthwise convolutions), pooling windows and
+  attention, bytes moved for everything else (pointwise ops, norms, softmax,
+  reductions, copies);
+- each kind belongs to a *family* (``FAMILIES``) whose pooled measurements cost an
+  op whose own kind the calibration did not measure (``gelu`` from the pointwise
+  family when only ``relu`` and ``sigmoid`` were timed).
+
+The kind of an ordinary op is its ATen base name (``max_pool2d``, ``relu``) except
+for the GEMM and convolution kinds above; a fused kernel takes its anchor's kind when
+the anchor is a GEMM or convolution, otherwise its family (``pointwise``,
+``reduction``) with its own external bytes as work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamplan.ir.dtypes import numel
+from streamplan.ir.fused import fused_parts, is_fused, kernel_op
+from streamplan.ir.graph import Graph, Node
+
+GEMM_KINDS = ("gemm", "conv", "conv1x1")
+FAMILIES = ("gemm", "conv", "conv1x1", "conv_grouped", "attention", "pool", "norm", "softmax",
+            "reduction", "copy", "pointwise")  # fmt: skip
+
+_MATMUL = frozenset({"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "einsum"})
+_CONV = frozenset({"convolution", "conv2d", "conv1d", "conv3d", "_convolution", "cudnn_convolution"})
+_ATTENTION = frozenset(
+    {
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_attention_math",
+    }
+)
+_POOL = frozenset({"max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "avg_pool1d",
+                   "avg_pool2d", "avg_pool3d"})  # fmt: skip
+_NORM = frozenset({"batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training", "layer_norm",
+                   "native_layer_norm", "group_norm", "native_group_norm", "instance_norm", "rms_norm"})  # fmt: skip
+_SOFTMAX = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax"})
+_REDUCTION = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "var",
+                        "std", "var_mean", "logsumexp", "norm", "linalg_vector_norm", "adaptive_avg_pool1d",
+                        "adaptive_avg_pool2d", "adaptive_max_pool2d", "cumsum"})  # fmt: skip
+_COPY = frozenset({"cat", "stack", "clone", "copy", "copy_", "_to_copy", "to", "contiguous", "embedding",
+                   "index", "index_select", "gather", "scatter", "constant_pad_nd", "pad", "repeat",
+                   "permute_copy", "roll", "flip", "masked_fill"})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class OpFeatures:
+    """The kind of an op, its family, and the sizes its calibrated time depends on."""
+
+    kind: str
+    family: str
+    flops: int
+    bytes_moved: int
+    gemm_mnk: tuple[int, int, int] | None = None  # (M, N, K) of GEMM-like kinds
+
+    @property
+    def work(self) -> float:
+        """The one size a non-GEMM kind's time is measured against (FLOPs or bytes moved)."""
+        return float(self.flops if work_unit(self.family) == "flops" else self.bytes_moved)
+
+
+def work_unit(family: str) -> str:
+    """``"flops"`` or ``"bytes"``: what a family's time curve is measured against."""
+    return "flops" if family in ("gemm", "conv", "conv1x1", "conv_grouped", "attention", "pool") else "bytes"
+
+
+def base_name(op: str) -> str:
+    """'aten.convolution.default' -> 'convolution'; 'operator.getitem' -> 'getitem'."""
+    parts = op.split(".")
+    if parts[0] in ("aten", "prims", "torch") and len(parts) > 1:
+        return parts[1]
+    return parts[-1] if len(parts) > 1 else parts[0]
+
+
+def family_of(base: str) -> str:
+    """The family of an ATen base name (GEMM-like ops: ``gemm``; convolutions: ``conv``)."""
+    if base in _MATMUL:
+        return "gemm"
+    if base in _CONV:
+        return "conv"
+    if base in _ATTENTION:
+        return "attention"
+    if base in _POOL:
+        return "pool"
+    if base in _NORM:
+        return "norm"
+    if base in _SOFTMAX:
+        return "softmax"
+    if base in _REDUCTION:
+        return "reduction"
+    if base in _COPY:
+        return "copy"
+    return "pointwise"
+
+
+def op_features(graph: Graph, node: Node) -> OpFeatures:
+    """The kind, family and sizes of ``node`` (a fused kernel: its anchor's, see the module doc)."""
+    nbytes = int(node.bytes_read + node.bytes_written)
+    anchor = kernel_op(node)
+    base = base_name(anchor)
+    family = family_of(base)
+    if is_fused(node) and family not in ("gemm", "conv", "attention"):
+        kind = "reduction" if node.attrs.get("kind") == "reduction" else "pointwise"
+        return OpFeatures(kind, kind, int(node.flops), nbytes)
+    if family == "gemm":
+        return OpFeatures("gemm", "gemm", int(node.flops), nbytes, _gemm_mnk(graph, node))
+    if family == "conv":
+        conv = _anchor_node(node)
+        groups, kernel_area = _conv_shape(graph, conv)
+        if groups > 1:
+            return OpFeatures("conv_grouped", "conv_grouped", int(node.flops), nbytes)
+        kind = "conv1x1" if kernel_area == 1 else "conv"
+        return OpFeatures(kind, kind, int(node.flops), nbytes, _conv_mnk(graph, conv, node, int(node.flops)))
+    return OpFeatures(base if family != "attention" else "attention", family, int(node.flops), nbytes)
+
+
+def _anchor_node(node: Node) -> Node:
+    """The convolution inside a fused kernel (its anchor), or the node itself."""
+    if not is_fused(node):
+        return node
+    anchor = kernel_op(node)
+    return next((p for p in fused_parts(node) if p.op == anchor), node)
+
+
+def _shape(graph: Graph, value_id: str) -> tuple[int, ...] | None:
+    v = graph.values.get(value_id)
+    return None if v is None else v.shape
+
+
+def _conv_shape(graph: Graph, conv: Node) -> tuple[int, int]:
+    """(groups, kernel area) of a convolution from its input and weight shapes."""
+    x = _shape(graph, conv.inputs[0]) if conv.inputs else None
+    w = _shape(graph, conv.inputs[1]) if len(conv.inputs) > 1 else None
+
+    if not x or not w or len(w) < 3 or len(x) < 2:
+        return 1, 9
+    groups = max(1, x[1] // max(1, w[1]))
+    area = numel(w[2:])
+    return groups, area
+
+
+def _conv_mnk(graph: Graph, conv: Node, kernel: Node, flops: int) -> tuple[int, int, int]:
+    """The implicit GEMM of a convolution; inside a fused kernel its output may be internal, and
+    the kernel's own output (its pointwise epilogue keeps the shape) stands in for it."""
+    out = _shape(graph, conv.outputs[0]) if conv.outputs else None
+    if out is None and kernel.outputs:
+        out = _shape(graph, kernel.outputs[0])
+    if not out or len(out) < 2:
+        return 1, 1, max(1, flops // 2)
+    n = out[1]
+    m = max(1, numel(out) // max(1, n))
+    return m, n, max(1, flops // max(1, 2 * m * n))
+
+
+def _gemm_mnk(graph: Graph, node: Node) -> tuple[int, int, int]:
+    out = _shape(graph, node.outputs[0]) if node.outputs else None
+    if not out:
+        return 1, 1, max(1, int(node.flops) // 2)
+    n = out[-1]
+    m = max(1, numel(out) // max(1, n))
+    return m, n, max(1, int(node.flops) // max(1, 2 * m * n))
