@@ -11,7 +11,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import Includes
 from streamplan.memory.worst_case import WorstCasePeak
-from streamplan.remat.search import DEFAULT_LEVELS, DEFAULT_ROUNDS, RematSearch, search
+from streamplan.remat.search import DEFAULT_LEVELS, RematSearch, search
 from streamplan.remat.solvers import DEFAULT_SOLVER
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
@@ -25,6 +25,9 @@ class RematPlan:
     fits ``budget_bytes``); the ``baseline_*`` figures are the same graph and policy without
     rematerialization. ``optimality_gap`` is the exact solver's proven gap for the plan's
     own solve (0.0 when optimal), None when the method proves nothing or no solve was needed.
+    ``recomputed_flops`` are the recomputations' FLOPs; ``candidates`` the plans the search
+    made, ``evaluated`` those it scheduled and simulated (the others were ruled out by a
+    bound on their makespan); ``complete`` is False when its time limit stopped it.
     """
 
     graph: Graph
@@ -50,6 +53,9 @@ class RematPlan:
     device: str
     includes: MemoryOptions
     max_streams: int = 0  # the stream cap the answer's schedule ran under
+    recomputed_flops: int = 0
+    evaluated: int = 0
+    complete: bool = True
 
     @property
     def makespan_ms(self) -> float:
@@ -91,6 +97,9 @@ class RematPlan:
             device=device,
             includes=includes,
             max_streams=c.max_streams,
+            recomputed_flops=c.recomputed_flops,
+            evaluated=result.evaluated,
+            complete=result.complete,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,6 +120,7 @@ class RematPlan:
             "baseline_makespan_ms": self.baseline_makespan_ms,
             "added_compute_ms": self.added_compute_ms,
             "recomputed_ops": self.recomputed_ops,
+            "recomputed_flops": self.recomputed_flops,
             "optimality_gap": self.optimality_gap,
             "streams": self.schedule.num_streams,
             "max_streams": self.max_streams,
@@ -118,8 +128,10 @@ class RematPlan:
             "reference_order": self.reference,
             "target_bytes": self.level_bytes,
             "candidates": self.candidates,
+            "evaluated": self.evaluated,
             "worst_case_analyses": self.analyses,
             "search_time_s": self.search_time_s,
+            "search_complete": self.complete,
         }
 
 
@@ -133,16 +145,21 @@ def plan_remat(
     includes: MemoryOptions = MemoryOptions(),
     joint: bool = True,
     levels: int = DEFAULT_LEVELS,
-    rounds: int = DEFAULT_ROUNDS,
+    rounds: int | None = None,
     policy_time_limit_s: float | None = None,
+    search_time_limit_s: float | None = None,
 ) -> RematPlan:
     """The fastest plan and ``policy`` schedule of ``graph`` whose worst-case peak fits ``budget``.
 
     ``budget``: bytes, ``"2GiB"``-style text, or a factor of the baseline worst case
     (``"0.4x"``). ``joint=False`` plans for one stream and then schedules the result
-    (the separate approach, for comparison). ``policy_time_limit_s`` bounds each
-    scheduling of a candidate (default: ``ctx.time_limit_s``). Raises ``BudgetError`` when nothing fits,
-    with the smallest peak found and the floor no plan can go below.
+    (the separate approach, for comparison). ``rounds`` alternations of planning and
+    scheduling (default: 2, or 1 on graphs of more than ``ROUNDS_MAX_OPS`` ops).
+    ``policy_time_limit_s`` bounds each scheduling of a candidate (default:
+    ``ctx.time_limit_s``); ``search_time_limit_s`` the whole search (default: none; when it
+    stops the search, the best plan in hand is the answer and ``complete`` is False).
+    Raises ``BudgetError`` when nothing fits, with the smallest peak found and the floor no
+    plan can go below.
     """
     ctx = ctx or DEFAULT_CONTEXT
     result = search(
@@ -156,5 +173,6 @@ def plan_remat(
         rounds=rounds,
         joint=joint,
         policy_time_limit_s=policy_time_limit_s,
+        search_time_limit_s=search_time_limit_s,
     )
     return RematPlan.of(result, ctx.cost.device_name, includes)

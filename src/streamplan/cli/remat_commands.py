@@ -66,8 +66,17 @@ def remat(
     levels: int = typer.Option(
         8, "--levels", min=1, help="solver targets tried between the floor and today's peak"
     ),
-    rounds: int = typer.Option(
-        2, "--rounds", min=1, help="alternations of planning and scheduling per target"
+    rounds: int | None = typer.Option(
+        None,
+        "--rounds",
+        min=1,
+        help="alternations of planning and scheduling per target (default: 2; 1 above 4,000 ops)",
+    ),
+    search_time_limit: float | None = typer.Option(
+        None,
+        "--search-time-limit",
+        min=0.01,
+        help="seconds for the whole search: then the best plan in hand is the answer (default: none)",
     ),
     separate: bool = typer.Option(
         False, "--separate", help="plan for one stream, then schedule (no joint search): for comparison"
@@ -114,6 +123,7 @@ def remat(
             levels=levels,
             rounds=rounds,
             policy_time_limit_s=policy_time_limit,
+            search_time_limit_s=search_time_limit,
         )
     if output:
         from streamplan.ir.serialize import dumps

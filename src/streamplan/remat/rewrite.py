@@ -131,7 +131,10 @@ class _Rewriter:
                 self.copy_no[s] = 0
                 self.vmap[(s, 0)] = {o: o}
         self._note_reads(node.id, node)
-        self._emit(_renamed(node, node.id, node.outputs, mapping, recompute_of=None, after=node.after))
+        if all(k == v for k, v in mapping.items()):
+            self._emit(node)  # it reads what it always read: the node as it is
+        else:
+            self._emit(_renamed(node, node.id, node.outputs, mapping, recompute_of=None, after=node.after))
         self.last_original = node.id
 
     def _recompute(self, node: Node) -> None:

@@ -56,6 +56,44 @@ def solver_info(name: str) -> SolverInfo:
     return info
 
 
+class Ladder:
+    """A solver's plans at the rungs of one ladder of targets on one problem, made on demand
+    and cached. The scalable solver plans the whole ladder in one descent (``scalable.Descent``),
+    the others solve each rung on its own."""
+
+    def __init__(
+        self,
+        name: str,
+        problem: RematProblem,
+        rungs: tuple[int, ...],
+        *,
+        time_limit_s: float = 10.0,
+        seed: int = 0,
+    ):
+        solver_info(name)
+        self.name = name
+        self.problem = problem
+        self.rungs = tuple(sorted(set(rungs), reverse=True))
+        self.time_limit_s = time_limit_s
+        self.seed = seed
+        self._plans: dict[int, SolverResult] = {}
+        self._descent = None
+        if name == DEFAULT_SOLVER:
+            from streamplan.remat.scalable import Descent
+
+            self._descent = Descent(problem, self.rungs, time_limit_s=time_limit_s)
+
+    def plan(self, rung: int) -> SolverResult:
+        """The plan at ``rung`` (one of the ladder's)."""
+        if self._descent is not None:
+            return self._descent.plan(rung)
+        if rung not in self._plans:
+            self._plans[rung] = solve(
+                self.name, self.problem, rung, time_limit_s=self.time_limit_s, seed=self.seed
+            )
+        return self._plans[rung]
+
+
 def solve(
     name: str,
     problem: RematProblem,

@@ -32,10 +32,12 @@ def remat_lines(plan: RematPlan) -> list[str]:
         f"  makespan          {fmt_ms(plan.makespan_ms):>16}   on {plan.device}, {plan.schedule.num_streams} streams "
         f"(cap {plan.max_streams})"
         f"   baseline {fmt_ms(plan.baseline_makespan_ms)}  {_change(plan.makespan_ms, plan.baseline_makespan_ms)}",
-        f"  recomputed ops    {plan.recomputed_ops:>16}   +{fmt_ms(plan.added_compute_ms)} of compute",
+        f"  recomputed ops    {plan.recomputed_ops:>16}   +{fmt_ms(plan.added_compute_ms)} of compute, "
+        f"{plan.recomputed_flops / 1e9:.3f} GFLOP",
         f"  floor             {_mib(plan.floor_bytes):>16}   ({plan.floor_reason})",
         f"  search            {plan.search_time_s:>14.2f} s   {plan.candidates} candidates, "
-        f"{plan.analyses} worst-case analyses",
+        f"{plan.evaluated} simulated, {plan.analyses} worst-case analyses"
+        + ("" if plan.complete else " (stopped by --search-time-limit: the best plan found so far)"),
         f"  mode              {mode} (the answer was planned on the {plan.reference})",
     ]
     if plan.recomputed_ops == 0:
