@@ -176,3 +176,61 @@ def plan_remat(
         search_time_limit_s=search_time_limit_s,
     )
     return RematPlan.of(result, ctx.cost.device_name, includes)
+
+
+def plan_checkpointing(
+    graph: Graph,
+    checkpointing: str,
+    *,
+    policy: str = "asap",
+    ctx: ScheduleContext | None = None,
+    includes: MemoryOptions = MemoryOptions(),
+) -> RematPlan:
+    """An activation-checkpointing policy of the training frameworks (``full``: each block keeps
+    its input only; ``selective``: also every other matmul and fused attention) written as a
+    plan and priced like the search's plans: its rewritten graph, ``policy`` schedule, worst
+    case and simulated time (``remat.checkpoint``). ``budget_bytes`` is its own peak."""
+    import time
+
+    from streamplan.cost.simulate import simulate
+    from streamplan.memory.worst_case import worst_case_peak
+    from streamplan.remat.budget import peak_floor
+    from streamplan.remat.price import price_checkpointing
+    from streamplan.schedule.registry import make_schedule
+
+    ctx = ctx or DEFAULT_CONTEXT
+    t0 = time.perf_counter()
+    inc = Includes(includes.include_inputs, includes.include_params)
+    base_sched = make_schedule(graph, policy, ctx)
+    base_wc = worst_case_peak(
+        graph, base_sched, include_inputs=inc.inputs, include_params=inc.params, time_limit_s=ctx.time_limit_s
+    )
+    c = price_checkpointing(graph, checkpointing, policy=policy, ctx=ctx, includes=inc)
+    floor = peak_floor(graph, inc)
+    return RematPlan(
+        graph=c.graph,
+        schedule=c.schedule,
+        timeline=c.timeline,
+        worst_case=c.worst_case,  # type: ignore[arg-type]
+        baseline_worst_case=base_wc,
+        baseline_makespan_ms=simulate(graph, base_sched, ctx.cost).makespan_ms,
+        budget_bytes=c.peak_bytes or 0,
+        added_compute_ms=c.added_compute_ms,
+        recomputed_ops=c.recomputed_ops,
+        solver=f"{checkpointing} activation checkpointing",
+        policy=policy,
+        optimality_gap=None,
+        floor_bytes=floor.bytes,
+        floor_reason=floor.reason(),
+        joint=False,
+        reference=c.reference,
+        level_bytes=None,
+        candidates=1,
+        analyses=2,
+        search_time_s=time.perf_counter() - t0,
+        device=ctx.cost.device_name,
+        includes=includes,
+        max_streams=ctx.max_streams,
+        recomputed_flops=c.recomputed_flops,
+        evaluated=1,
+    )

@@ -33,7 +33,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from streamplan.remat.problem import RematProblem, evaluate, normalize
+from streamplan.remat.problem import RematProblem, check_plan, evaluate, normalize
 from streamplan.remat.solution import SolverResult, heuristic_result
 
 MAX_SPLITS_PER_OP = 20
@@ -127,6 +127,40 @@ class Descent:
             result = heuristic_result(self.p, seq, "scalable", time.perf_counter() - t0, target_bytes=rung)
         self.done[rung] = result
         return result
+
+
+class Pruned:
+    """Plans at each rung from one given plan (an activation-checkpointing policy, say): the
+    given plan without the recomputations a rung does not need, costliest dropped first; no
+    plan at a rung below the given plan's own peak."""
+
+    def __init__(self, problem: RematProblem, seed: tuple[int, ...], *, time_limit_s: float = 10.0):
+        self.p = problem
+        self.time_limit_s = time_limit_s
+        self.done: dict[int, SolverResult] = {}
+        self.invalid: str | None = None
+        try:
+            self.seed = normalize(problem, seed)
+            check_plan(problem, self.seed)
+        except ValueError as e:  # the given plan breaks a rule of the problem: no plans from it
+            self.invalid, self.seed = str(e), ()
+        self.peak_bytes = evaluate(problem, self.seed).peak_bytes if self.invalid is None else 0
+
+    def plan(self, rung: int) -> SolverResult:
+        if rung not in self.done:
+            t0 = time.perf_counter()
+            if self.invalid is not None:
+                self.done[rung] = SolverResult.none("scalable", "stuck", 0.0, note=self.invalid)
+            elif self.peak_bytes > rung:
+                self.done[rung] = SolverResult.none(
+                    "scalable", "stuck", 0.0, note=f"the given plan peaks at {self.peak_bytes} bytes"
+                )
+            else:
+                seq = _prune(self.p, self.seed, rung, deadline=t0 + self.time_limit_s)
+                self.done[rung] = heuristic_result(
+                    self.p, seq, "scalable", time.perf_counter() - t0, target_bytes=rung
+                )
+        return self.done[rung]
 
 
 class _Stages:

@@ -50,12 +50,14 @@ from streamplan.errors import BudgetError, StreamplanError
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.liveness import PARAM_KINDS, Includes
-from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
+from streamplan.memory.worst_case import STOPPED_METHOD, WorstCasePeak, worst_case_peak
 from streamplan.remat.bound import MakespanBound
 from streamplan.remat.budget import PeakFloor, fmt_mib, parse_budget, peak_floor
+from streamplan.remat.checkpoint import CHECKPOINT_POLICIES, blocks, checkpoint_plan
 from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem
 from streamplan.remat.rewrite import recomputations, rewrite
+from streamplan.remat.scalable import Pruned
 from streamplan.remat.solution import SolverResult
 from streamplan.remat.solvers import DEFAULT_SOLVER, Ladder, solve, solver_info
 from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
@@ -181,9 +183,12 @@ def search(
     s.consider(base, ())
     floor = peak_floor(graph, includes)
     lanes = s.lanes(joint)
+    # the checkpointing policies' own peaks are rungs too (of every ladder they fall in), so a
+    # budget at such a peak meets that plan and what the solver finds there
+    extra = {s.starts(lane).peak_bytes for lane in lanes if lane.start is not None}
     for lane in lanes:
-        s.ladder(lane.order, floor.bytes, levels)
-    rungs = sorted({lv for lane in lanes for lv in s.ladders[lane.order].rungs})
+        s.ladder(lane, floor.bytes, levels, extra)
+    rungs = sorted({lv for lane in lanes for lv in s.ladders[lane.key].rungs})
     eligible = [lv for lv in rungs if lv <= budget_bytes]
     work = s.make_candidates(lanes, eligible, rounds if joint else 1)
     s.evaluate_all(work)
@@ -239,12 +244,22 @@ def project(launch_order: tuple[str, ...], graph: Graph) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Lane:
-    """A stream cap and the reference order the solver plans on for it."""
+    """A stream cap, the reference order plans are made on, and how: by the solver, or from an
+    activation-checkpointing policy (``remat.checkpoint``) pruned to each rung."""
 
     index: int
     cap: int
     name: str
     order: tuple[str, ...]
+    start: str | None = None  # the checkpointing policy the plans start from (None: the solver)
+
+    @property
+    def key(self) -> tuple:
+        return (self.order, self.start)
+
+    @property
+    def reference(self) -> str:
+        return self.name if self.start is None else f"{self.name}, from {self.start} checkpointing"
 
 
 @dataclass
@@ -285,7 +300,8 @@ class _Search:
         self.runs: dict[tuple, list] = {}  # (graph, schedule) -> [timeline, worst case, added ms, ops]
         self.graphs: dict[tuple, Graph] = {}  # (order, plan) -> rewritten graph
         self.problems: dict[tuple[str, ...], RematProblem] = {}
-        self.ladders: dict[tuple[str, ...], Ladder] = {}
+        self.ladders: dict[tuple, Ladder] = {}
+        self.seeded: dict[tuple, Pruned] = {}
         self.resident_bytes = _resident_bytes(graph, includes)
         self.candidates = 0
         self.evaluated = 0
@@ -297,14 +313,30 @@ class _Search:
             self.problems[order] = RematProblem.build(self.graph, order, self.ctx.cost, self.includes)
         return self.problems[order]
 
-    def ladder(self, order: tuple[str, ...], floor_bytes: int, levels: int) -> Ladder:
-        if order not in self.ladders:
-            problem = self.problem(order)
-            rungs = tuple(_ladder(problem, floor_bytes, levels))
-            self.ladders[order] = Ladder(
-                self.solver, problem, rungs, time_limit_s=self.ctx.time_limit_s, seed=self.ctx.seed
+    def starts(self, lane: Lane) -> Pruned:
+        """The plans a seeded lane starts from (its checkpointing policy's plan, pruned per rung)."""
+        if lane.key not in self.seeded:
+            problem = self.problem(lane.order)
+            self.seeded[lane.key] = Pruned(
+                problem, checkpoint_plan(problem, lane.start), time_limit_s=self.ctx.time_limit_s
             )
-        return self.ladders[order]
+        return self.seeded[lane.key]
+
+    def ladder(self, lane: Lane, floor_bytes: int, levels: int, extra: set[int]) -> Ladder:
+        if lane.key not in self.ladders:
+            problem = self.problem(lane.order)
+            rungs = _ladder(problem, floor_bytes, levels)
+            if rungs:
+                rungs = sorted({*rungs, *(x for x in extra if rungs[0] <= x < problem.baseline_peak_bytes())})
+            self.ladders[lane.key] = Ladder(
+                self.solver,
+                problem,
+                tuple(rungs),
+                time_limit_s=self.ctx.time_limit_s,
+                seed=self.ctx.seed,
+                start=None if lane.start is None else self.starts(lane),
+            )
+        return self.ladders[lane.key]
 
     def lanes(self, joint: bool) -> list[Lane]:
         """(stream cap, reference order) pairs; joint mode also tries fewer streams."""
@@ -320,7 +352,18 @@ class _Search:
             for name, order in refs:
                 if all((lane.cap, lane.order) != (cap, order) for lane in lanes):
                     lanes.append(Lane(len(lanes), cap, name, order))
+        if self._has_blocks():  # plans from the frameworks' checkpointing policies, pruned to each rung
+            for lane in [lane for lane in lanes if lane.name != POLICY_ORDER]:
+                for start in CHECKPOINT_POLICIES:
+                    lanes.append(Lane(len(lanes), lane.cap, lane.name, lane.order, start))
         return lanes
+
+    def _has_blocks(self) -> bool:
+        try:
+            blocks(self.graph)
+        except StreamplanError:
+            return False
+        return True
 
     def baseline(self) -> Candidate:
         sched = make_schedule(self.graph, self.policy, self.ctx)
@@ -353,11 +396,11 @@ class _Search:
         for lv in sorted(levels, reverse=True):
             self.ctx.progress(f"remat: plans for target {fmt_mib(lv)}", None, None)
             for lane in lanes:
-                ladder = self.ladders[lane.order]
+                ladder = self.ladders[lane.key]
                 if lv not in ladder.rungs:
                     continue
                 order, result = lane.order, ladder.plan(lv)
-                for rnd in range(rounds):
+                for rnd in range(rounds if lane.start is None else 1):
                     if not result.found:
                         break
                     problem = self.problem(order)
@@ -366,7 +409,7 @@ class _Search:
                     )
                     work.append(item)
                     self.candidates += 1
-                    if rnd + 1 == rounds:
+                    if rnd + 1 == rounds or lane.start is not None:
                         break
                     sched = self.schedule_of(item)  # the next round plans on this schedule's order
                     if sched is None:
@@ -472,19 +515,26 @@ class _Search:
             self.runs[key] = [simulate(graph, sched, self.ctx.cost), None, added, len(recomputed)]
         timeline, wc, added, count = self.runs[key]
         return Candidate(
-            graph, sched, timeline, wc, added, count, item.level, item.lane.name, item.round, item.result,
+            graph, sched, timeline, wc, added, count, item.level, item.lane.reference, item.round, item.result,
             item.lane.cap,
         )  # fmt: skip
 
     def prove(self, cand: Candidate, tie: tuple, *, force: bool = False) -> Candidate:
         """``cand`` with its worst case, proven unless its host-order peak (a timing every schedule
         allows) is already over the budget (``force``: proven anyway); then considered."""
-        if cand.worst_case is None:
+        if cand.worst_case is None or (force and cand.worst_case.method == STOPPED_METHOD):
             key = (tuple((n.id, n.inputs, n.after) for n in cand.graph.nodes), cand.schedule)
             run = self.runs.get(key)
             wc = run[1] if run is not None else None
+            if force and wc is not None and wc.method == STOPPED_METHOD:
+                wc = None  # only known to exceed the budget: now its peak is wanted
             if wc is None and (force or self._may_fit(cand)):
-                wc = self.worst_case(cand.graph, cand.schedule)
+                wc = self.worst_case(
+                    cand.graph,
+                    cand.schedule,
+                    stop_above_bytes=None if force else self.budget,
+                    timeline=cand.timeline,
+                )
                 if run is not None:
                     run[1] = wc
             cand = dataclasses.replace(cand, worst_case=wc)
@@ -498,7 +548,16 @@ class _Search:
         host = self.resident_bytes + sequential_peak_bytes(cand.graph, cand.schedule.launch_order)
         return host <= self.budget
 
-    def worst_case(self, graph: Graph, schedule: StreamSchedule) -> WorstCasePeak:
+    def worst_case(
+        self,
+        graph: Graph,
+        schedule: StreamSchedule,
+        *,
+        stop_above_bytes: int | None = None,
+        timeline: Timeline | None = None,
+    ) -> WorstCasePeak:
+        """The worst case of a schedule (``stop_above_bytes``: once a timing is known to exceed
+        it — the budget — no more: the candidate cannot be the answer)."""
         self.analyses += 1
         return worst_case_peak(
             graph,
@@ -507,6 +566,8 @@ class _Search:
             include_params=self.includes.params,
             time_limit_s=self.ctx.time_limit_s,
             seed=self.ctx.seed,
+            stop_above_bytes=stop_above_bytes,
+            timeline=timeline,
         )
 
     def consider(self, cand: Candidate, tie: tuple) -> None:
