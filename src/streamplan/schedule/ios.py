@@ -35,6 +35,7 @@ from streamplan.schedule.events import derive_waits
 
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
 BLOCK_BUDGET = 60_000  # stage candidates one block may try before it is halved
+SEARCH_SHARE = 0.8  # of the context's time limit for the blocks' DP; the rest: the final simulations
 
 
 class _OverBudget(Exception):
@@ -49,7 +50,10 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     ``r`` and ``block_ops`` count what IOS counts (its graphs have those fused).
     ``ctx.cost`` (a device profile or a measured table) times every candidate stage.
     Wide blocks whose DP exceeds ``BLOCK_BUDGET`` candidates are halved
-    (``meta["halved_blocks"]``), which keeps randwire/nasnet searches to seconds.
+    (``meta["halved_blocks"]``), which keeps randwire/nasnet searches to seconds. The
+    blocks' search stops at ``SEARCH_SHARE`` of ``ctx.time_limit_s``: the blocks left run
+    in graph order, one stage each (``meta["unsearched_blocks"]``), so a 10,000-op
+    training step is scheduled within the time limit.
     ``meta`` holds ``stages`` (lists of groups of op ids), ``search_time_s``,
     ``blocks``, ``units``, ``predicted_ms`` (the simulated makespan), ``sequential_ms``
     and ``truncated_states``. Should the full simulation of the stage schedule come
@@ -71,8 +75,15 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
     search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap)
+    deadline = t0 + SEARCH_SHARE * ctx.time_limit_s
+    unsearched = 0
     for k, block in enumerate(blocks):
         ctx.progress("ios search (blocks)", k, len(blocks))
+        if time.perf_counter() > deadline:
+            # out of time: the rest of the graph runs as it is ordered, one block per stage
+            stages.append([[p for u in block for p in units[u]]])
+            unsearched += 1
+            continue
         stages.extend(search.run(block))
     ctx.progress("ios search (blocks)", len(blocks), len(blocks))
     schedule = _to_schedule(graph, stages, max_streams)
@@ -98,6 +109,7 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         "s": groups_cap,
         "truncated_states": search.truncated,
         "halved_blocks": search.halved,
+        "unsearched_blocks": unsearched,
         "predicted_ms": predicted,
         "sequential_ms": sequential_ms,
         "fallback_sequential": fallback,
