@@ -62,11 +62,12 @@ from streamplan.remat.solution import SolverResult
 from streamplan.remat.solvers import DEFAULT_SOLVER, Ladder, solve, solver_info
 from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
 from streamplan.schedule.live_bytes import sequential_peak_bytes
-from streamplan.schedule.registry import make_schedule
+from streamplan.schedule.registry import make_schedule, policy_info
 
 DEFAULT_LEVELS = 12
 DEFAULT_ROUNDS = 2
 ROUNDS_MAX_OPS = 4000  # above this, rounds default to 1: each extra round schedules every plan
+ROUNDS_MAX_OPS_SEARCHING = 400  # the same for a policy that searches per schedule (budget)
 POLICY_ORDER = "policy order"
 ONE_STREAM_ORDER = "one-stream order"
 UPDATES_EARLY_ORDER = "updates-early order"
@@ -157,7 +158,8 @@ def search(
     ``budget``: bytes, text such as ``"2GiB"``, or a factor of the baseline's worst-case
     peak (``"0.4x"``). ``joint=False`` plans on the one-stream order only and schedules
     the result once ("remat for one stream, then schedule"). ``rounds``: alternations of
-    planning and scheduling (default ``DEFAULT_ROUNDS``, 1 above ``ROUNDS_MAX_OPS`` ops).
+    planning and scheduling (default ``DEFAULT_ROUNDS``; 1 above ``ROUNDS_MAX_OPS`` ops, or
+    ``ROUNDS_MAX_OPS_SEARCHING`` with a policy that searches per schedule, ``budget``).
     ``policy_time_limit_s`` bounds each scheduling of a candidate (a searching policy such
     as ``budget`` runs once per candidate; default: the context's time limit);
     ``ctx.time_limit_s`` each solve and each worst-case analysis. ``search_time_limit_s``
@@ -168,7 +170,12 @@ def search(
     ctx = ctx or DEFAULT_CONTEXT
     solver_info(solver)
     if rounds is None:
-        rounds = DEFAULT_ROUNDS if len(graph.nodes) <= ROUNDS_MAX_OPS else 1
+        searching = policy_info(policy).budgeted  # it searches once per scheduled plan
+        rounds = (
+            DEFAULT_ROUNDS
+            if len(graph.nodes) <= (ROUNDS_MAX_OPS_SEARCHING if searching else ROUNDS_MAX_OPS)
+            else 1
+        )
     if levels < 1 or rounds < 1:
         raise BudgetError("levels and rounds must be at least 1")
     t0 = time.perf_counter()
@@ -376,7 +383,7 @@ class _Search:
 
     def plain(self, cap: int) -> Candidate:
         """The graph as it is, scheduled under a smaller stream cap: a candidate too."""
-        sched = make_schedule(self.graph, self.policy, self.ctx.replace(max_streams=cap))
+        sched = make_schedule(self.graph, self.policy, self.policy_ctx.replace(max_streams=cap))
         if self.base is not None and sched == self.base.schedule:
             return self.base  # the cap changed nothing
         timeline = simulate(self.graph, sched, self.ctx.cost)
