@@ -38,11 +38,18 @@ def _solver_help() -> str:
 @app.command()
 def remat(
     model: str = ModelArg,
-    budget: str = typer.Option(
-        ...,
+    budget: str | None = typer.Option(
+        None,
         "--budget",
         "-b",
         help="worst-case peak to fit: bytes, 512MiB, 2GiB, or a factor of today's peak (0.4x)",
+    ),
+    checkpointing: str | None = typer.Option(
+        None,
+        "--checkpointing",
+        help="instead of a budget: price a framework's activation checkpointing of the model's "
+        "numbered blocks as a plan (full: each block keeps its input; selective: also every "
+        "other matmul)",
     ),
     policy: str = PolicyOpt,
     solver: str = typer.Option("scalable", "--solver", "-s", help=_solver_help()),
@@ -92,14 +99,27 @@ def remat(
     from streamplan.app.analysis import MemoryOptions
     from streamplan.app.context import make_context
     from streamplan.app.remat import plan_remat
+    from streamplan.errors import BudgetError
     from streamplan.remat.budget import parse_budget
+    from streamplan.remat.checkpoint import CHECKPOINT_POLICIES
     from streamplan.remat.solvers import solver_info
     from streamplan.report.remat import remat_lines
     from streamplan.schedule.registry import policy_info
 
     policy_info(policy)
     solver_info(solver)
-    parse_budget(budget, baseline_bytes=1)  # a budget that cannot be read fails before any work
+    if (budget is None) == (checkpointing is None):
+        raise BudgetError(
+            "remat needs either --budget (search for a plan) or --checkpointing (price a policy)",
+            hint="e.g. --budget 0.5x, or --checkpointing full",
+        )
+    if checkpointing is not None and checkpointing not in CHECKPOINT_POLICIES:
+        raise BudgetError(
+            f"unknown checkpointing policy {checkpointing!r}",
+            hint=f"choose one of: {', '.join(CHECKPOINT_POLICIES)}",
+        )
+    if budget is not None:
+        parse_budget(budget, baseline_bytes=1)  # a budget that cannot be read fails before any work
     for path in (output, schedule_out):
         if path:
             check_file(path, force=force, protected=(model,))
@@ -112,19 +132,30 @@ def remat(
             progress=progress,
         )
         g = load_graph(model, batch, dtype, progress, train=train, optimizer=optimizer)
-        plan = plan_remat(
-            g,
-            budget,
-            policy=policy,
-            solver=solver,
-            ctx=ctx,
-            includes=MemoryOptions(include_inputs, include_params),
-            joint=not separate,
-            levels=levels,
-            rounds=rounds,
-            policy_time_limit_s=policy_time_limit,
-            search_time_limit_s=search_time_limit,
-        )
+        if checkpointing is not None:
+            from streamplan.app.remat import plan_checkpointing
+
+            plan = plan_checkpointing(
+                g,
+                checkpointing,
+                policy=policy,
+                ctx=ctx,
+                includes=MemoryOptions(include_inputs, include_params),
+            )
+        else:
+            plan = plan_remat(
+                g,
+                budget,
+                policy=policy,
+                solver=solver,
+                ctx=ctx,
+                includes=MemoryOptions(include_inputs, include_params),
+                joint=not separate,
+                levels=levels,
+                rounds=rounds,
+                policy_time_limit_s=policy_time_limit,
+                search_time_limit_s=search_time_limit,
+            )
     if output:
         from streamplan.ir.serialize import dumps
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from streamplan.cost.opcost import CostModel
 from streamplan.cost.simulate import op_costs
 from streamplan.ir.graph import Graph
-from streamplan.remat.problem import RematProblem
+from streamplan.remat.problem import RematProblem, normalize
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,15 @@ class MakespanBound:
         return MakespanBound(time_ms, work, sum(c.time_ms), sum(work.values()))
 
     def plan_ms(self, problem: RematProblem, seq: tuple[int, ...], max_streams: int) -> float:
-        """A lower bound on the makespan of the rewritten plan ``seq`` under any schedule with at
-        most ``max_streams`` streams."""
+        """A lower bound on the makespan of the rewritten plan ``seq`` (``rewrite`` runs it
+        normalised, so the bound counts the normalised plan) under any schedule with at most
+        ``max_streams`` streams."""
         per_op, total = (
             (self.time_ms, self.total_time_ms) if max_streams <= 1 else (self.work_ms, self.total_work_ms)
         )
         seen: set[int] = set()
         added = 0.0
-        for k in seq:
+        for k in normalize(problem, seq):
             if k in seen:
                 added += per_op[problem.order[k]]
             seen.add(k)

@@ -24,9 +24,17 @@ def remat_lines(plan: RematPlan) -> list[str]:
     exact = "exact" if wc.exact else f"proven upper bound; at least {_mib(wc.lower_bytes)}"
     mode = "joint with the schedule" if plan.joint else "planned for one stream, then scheduled"
     gap = "" if plan.optimality_gap is None else f", optimality gap {plan.optimality_gap:.2%}"
+    checkpointing = plan.solver.endswith("activation checkpointing")
+    if checkpointing:  # a framework's policy priced, not a search
+        mode = "a fixed policy over the model's numbered blocks, not a search"
+        head = f"{plan.graph.name}: {plan.solver} ({plan.includes.describe()}), policy {plan.policy}"
+    else:
+        head = (
+            f"{plan.graph.name}: rematerialization under {_mib(plan.budget_bytes)} "
+            f"({plan.includes.describe()}), policy {plan.policy}, solver {plan.solver}{gap}"
+        )
     lines = [
-        f"{plan.graph.name}: rematerialization under {_mib(plan.budget_bytes)} "
-        f"({plan.includes.describe()}), policy {plan.policy}, solver {plan.solver}{gap}",
+        head,
         f"  worst-case peak   {_mib(plan.worst_case_peak_bytes):>16}  ({exact})   baseline "
         f"{_mib(plan.baseline_worst_case_peak_bytes)}  {_change(plan.worst_case_peak_bytes, plan.baseline_worst_case_peak_bytes)}",
         f"  makespan          {fmt_ms(plan.makespan_ms):>16}   on {plan.device}, {plan.schedule.num_streams} streams "
