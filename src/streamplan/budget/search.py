@@ -106,7 +106,7 @@ class BudgetSearch:
             if deadline is not None and self.runs and time.perf_counter() > deadline:
                 break  # out of time: the policies run so far are the candidates
             self.ctx.progress(f"budget: {p} schedule", None, None)
-            if p == "memory" and self.floor is not None and self.floor.schedule.policy == "memory":
+            if p == "memory" and self.floor is not None:
                 s = make_schedule_like(self.graph, self.floor.schedule)  # the floor is that order
             else:
                 try:

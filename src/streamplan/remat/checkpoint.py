@@ -32,17 +32,20 @@ non-reentrant checkpoint with early stop reruns).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from streamplan.cost.opcost import op_base_name
 from streamplan.errors import BudgetError
+from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.graph import Graph
 from streamplan.ir.training import training_step
 from streamplan.remat.problem import RematProblem
 
-CHECKPOINT_POLICIES: tuple[str, ...] = ("full", "selective")
+# each policy, and whether it also keeps the outputs of the ops torchtitan's selective policy saves
+CHECKPOINT_POLICIES: Mapping[str, bool] = FrozenDict({"full": False, "selective": True})
 SELECTIVE_SAVED_OPS = frozenset(
     {
         "_scaled_dot_product_flash_attention",
@@ -141,12 +144,13 @@ def _best_cut(crossing: np.ndarray, lo: int, hi: int) -> int:
 
 
 def checkpoint_plan(
-    problem: RematProblem, policy: str, found: tuple[Block, ...] | None = None
+    problem: RematProblem, checkpointing: str, found: tuple[Block, ...] | None = None
 ) -> tuple[int, ...]:
-    """The plan (a sequence of ``problem.order`` positions) that runs ``policy`` on the blocks."""
-    if policy not in CHECKPOINT_POLICIES:
+    """The plan (a sequence of ``problem.order`` positions) that checkpoints the blocks as
+    ``checkpointing`` (``full`` or ``selective``) says."""
+    if checkpointing not in CHECKPOINT_POLICIES:
         raise BudgetError(
-            f"unknown checkpointing policy {policy!r}",
+            f"unknown checkpointing policy {checkpointing!r}",
             hint=f"choose one of: {', '.join(CHECKPOINT_POLICIES)}",
         )
     graph = problem.graph
@@ -157,7 +161,7 @@ def checkpoint_plan(
     inserts: dict[int, set[int]] = {}  # stage -> recomputations placed before it
     for block in found:
         ops = [pos[graph.node_ids[i]] for i in range(block.start, block.end)]
-        kept = _kept(problem, ops, policy, forward)
+        kept = _kept(problem, ops, CHECKPOINT_POLICIES[checkpointing], forward)
         made_here = {s: k for k in ops for s in problem.writes[k]}
         remade = {  # what the backward reads of the block and the block may drop
             s
@@ -190,16 +194,16 @@ def checkpoint_plan(
     return tuple(seq)
 
 
-def _kept(problem: RematProblem, ops: list[int], policy: str, forward: list[bool]) -> set[int]:
+def _kept(problem: RematProblem, ops: list[int], saves_ops: bool, forward: list[bool]) -> set[int]:
     """Storages made in a block that the policy keeps: what later forward ops read (the block's
-    output), what cannot be made again, and (selective) the saved ops' outputs."""
+    output), what cannot be made again, and (``saves_ops``: selective) the saved ops' outputs."""
     inside = set(ops)
     kept: set[int] = set()
     matmuls = 0
     for k in ops:
         base = op_base_name(problem.graph.node(problem.order[k]).op)
         save = not problem.recomputable[k]
-        if policy == "selective":
+        if saves_ops:
             if base == _MATMUL:
                 matmuls += 1
                 save = save or matmuls % 2 == 1  # every other one: the 1st, 3rd, ...
