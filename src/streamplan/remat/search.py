@@ -46,6 +46,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from streamplan.budget.cached import CachedCost
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import BudgetError, StreamplanError
@@ -204,6 +205,9 @@ def _search(
     search_time_limit_s: float | None,
 ) -> RematSearch:
     solver_info(solver)
+    # every op's cost once: the candidates share most of their ops (and a recomputation's id
+    # always names a copy of the same op), and a 10k-op step is simulated many times
+    ctx = ctx.replace(cost=CachedCost(ctx.cost))
     if rounds is None:
         searching = policy_info(policy).budgeted  # it searches once per scheduled plan
         rounds = (
