@@ -17,6 +17,7 @@ The sequence length and batch come from ``LLAMA_SEQ`` / ``LLAMA_BATCH`` (``bench
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import time
 
@@ -48,51 +49,56 @@ def main() -> None:
     t0 = time.perf_counter()
     graph = ModelRequest(args.spec, train=True, optimizer="adam").load(cache=CaptureCache())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    load = os.getloadavg()[0]
     print(
         f"{args.spec}: {len(graph.nodes)} ops, loaded in {time.perf_counter() - t0:.1f} s, peak RSS {rss:.0f} MiB"
+    )
+    print(
+        f"load average {load:.1f} on {os.cpu_count()} cores: seconds are wall clock (CPU seconds in brackets)"
     )
     print()
     print("| policy | schedule s | simulate s | worst case s | makespan ms | worst-case peak MiB |")
     print("|---|---|---|---|---|---|")
+
+    def clock() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
+
+    def since(a: tuple[float, float], b: tuple[float, float]) -> str:
+        return f"{b[0] - a[0]:.1f} ({b[1] - a[1]:.1f})"
+
     for policy in args.policies:
         ctx = make_context(device=args.device, max_streams=8, time_limit_s=args.time_limit)
-        t = time.perf_counter()
+        c0 = clock()
         try:
             sched = make_schedule(graph, policy, ctx)
         except StreamplanError as e:
             print(f"| {policy} | failed: {e.short()} | | | | |")
             continue
-        t1 = time.perf_counter()
+        c1 = clock()
         tl = simulate(graph, sched, ctx.cost)
-        t2 = time.perf_counter()
+        c2 = clock()
         wc = worst_case_peak(graph, sched, time_limit_s=args.time_limit)
-        t3 = time.perf_counter()
-        peak = (
-            f"{wc.upper_bytes / MIB:,.0f}"
-            if wc.exact
-            else f"[{wc.lower_bytes / MIB:,.0f}, {wc.upper_bytes / MIB:,.0f}]"
-        )
-        print(
-            f"| {policy} | {t1 - t:.1f} | {t2 - t1:.1f} | {t3 - t2:.1f} | {tl.makespan_ms:,.1f} | {peak} |",
-            flush=True,
-        )
+        c3 = clock()
+        lo, hi = wc.lower_bytes / MIB, wc.upper_bytes / MIB
+        peak = f"{hi:,.0f}" if wc.exact else f"[{lo:,.0f}, {hi:,.0f}]"
+        row = f"| {policy} | {since(c0, c1)} | {since(c1, c2)} | {since(c2, c3)} | {tl.makespan_ms:,.1f} | {peak} |"
+        print(row, flush=True)
     print()
-    print(
-        "| budget | search s | baseline MiB | plan MiB | reduction | added compute | recomputed ops | GFLOP | plans / simulated / proved |"
-    )
+    print("| budget | search s | baseline MiB | plan MiB | reduction | added compute | recomputed ops | GFLOP | "
+          "plans / simulated / proved |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for budget in args.budgets:
         ctx = make_context(device=args.device, max_streams=8, time_limit_s=args.time_limit)
-        t = time.perf_counter()
+        c0 = clock()
         try:
             plan = plan_remat(graph, budget, policy="asap", ctx=ctx, levels=8, policy_time_limit_s=2.0)
         except StreamplanError as e:
-            print(f"| {budget} | {time.perf_counter() - t:.1f} | {e.short()} | | | | | | |")
+            print(f"| {budget} | {since(c0, clock())} | {e.short()} | | | | | | |")
             continue
-        s = time.perf_counter() - t
+        spent = since(c0, clock())
         base, peak = plan.baseline_worst_case_peak_bytes, plan.worst_case_peak_bytes
         print(
-            f"| {budget} | {s:.1f} | {base / MIB:,.0f} | {peak / MIB:,.0f} | {base / peak:.2f}x | "
+            f"| {budget} | {spent} | {base / MIB:,.0f} | {peak / MIB:,.0f} | {base / peak:.2f}x | "
             f"{100 * plan.added_compute_ms / plan.baseline_makespan_ms:+.1f}% | {plan.recomputed_ops} | "
             f"{plan.recomputed_flops / 1e9:,.0f} | {plan.candidates} / {plan.evaluated} / {plan.analyses} |",
             flush=True,
