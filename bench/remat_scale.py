@@ -36,7 +36,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--spec", default="bench/specs_llama.py:llama3_8b")
-    ap.add_argument("--budgets", nargs="+", default=["0.5x"])
+    ap.add_argument("--budgets", nargs="*", default=["0.5x"])
     ap.add_argument(
         "--policies",
         nargs="*",

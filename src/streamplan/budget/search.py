@@ -109,8 +109,13 @@ class BudgetSearch:
             if p == "memory" and self.floor is not None:
                 s = make_schedule_like(self.graph, self.floor.schedule)  # the floor is that order
             else:
+                ctx = self._plain_ctx
+                if deadline is not None:  # a searching policy (ios) gets the time left, not more
+                    ctx = ctx.replace(
+                        time_limit_s=max(0.1, min(ctx.time_limit_s, deadline - time.perf_counter()))
+                    )
                 try:
-                    s = make_schedule(self.graph, p, self._plain_ctx)
+                    s = make_schedule(self.graph, p, ctx)
                 except StreamplanError:
                     continue  # a policy that cannot handle this graph is simply not a candidate
             self.runs[p] = Candidate(s, simulate(self.graph, s, self.cost).makespan_ms, p)
