@@ -67,7 +67,7 @@ def main() -> None:
             **{key: type(current)(float(value)) if not isinstance(current, bool) else value == "1"}
         )
     cost = AnalyticCostModel(profile)
-    ctx = ScheduleContext(cost=cost, fusion=args.fusion)
+    ctx = ScheduleContext(cost=cost, fusion=args.fusion, time_limit_s=600)  # IOS run to completion
 
     def run(graph, policy):
         planned = schedule_with_fusion(graph, policy, ctx, rules=rules)

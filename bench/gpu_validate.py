@@ -289,7 +289,9 @@ def _validate_budget(
         try:
             budget = MemoryBudget(factor=factor, includes=EVERYTHING)
             ctx = make_context(
-                device=sim_device, cuda_graphs=cuda_graph and _has_graphs(sim_device), max_streams=a.max_streams
+                device=sim_device,
+                cuda_graphs=cuda_graph and _has_graphs(sim_device),
+                max_streams=a.max_streams,
             ).replace(budget=budget)
             schedule = make_schedule(graph, "budget", ctx)
             limit = int(schedule.meta["budget_bytes"])

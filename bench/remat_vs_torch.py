@@ -1,11 +1,14 @@
 """PyTorch's partitioner against ``streamplan remat``, at the same real peaks, on training steps.
 
 OMP_NUM_THREADS=1 .venv/bin/python bench/remat_vs_torch.py [--models resnet50 inception_v3 bert_base gpt2]
-    [--budgets 0.1 ... 1.0] [--batch 2] [--plot docs/remat_vs_torch.png]
+    [--budgets 0.1 ... 1.0] [--batch 2] [--optimizer none|sgd|adam] [--plot docs/remat_vs_torch.png]
 
 Both sides train the same module on the same inputs (the zoo's images, or 64-80 px with
-``--small-images``; sequences cut to 32 tokens; the zoo's loss: cross-entropy against fixed labels), in training mode, no
-optimizer (the step ends with the gradients). Batch norm uses batch statistics without
+``--small-images``; sequences cut to 32 tokens, or ``--seq``; the zoo's loss: cross-entropy against
+fixed labels; a ``file.py:function`` model brings its own), in training mode. Without an optimizer
+the step ends with the gradients; with ``--optimizer`` PyTorch runs ``torch.optim`` (one tensor at a
+time, ``foreach=False``, as the captured update does) after the backward, and its state exists before
+the measured step (a warm-up step made it), as streamplan counts it resident. Batch norm uses batch statistics without
 tracking running ones on both sides (``aot_module``'s backward refuses the in-place update
 of the running statistics that a tracked batch norm makes in training mode).
 
@@ -40,6 +43,10 @@ SEQ = 32
 
 
 def _problem(name: str, batch: int, small_images: bool):
+    if ".py:" in name:
+        from streamplan.models import training_problem_of
+
+        return training_problem_of(name, batch=batch)[0]
     from streamplan.zoo.training import training_problem
 
     p = training_problem(name, batch)
@@ -71,7 +78,17 @@ def _flops(fn) -> int:
     return counter.get_total_flops()
 
 
-def torch_side(problem, budget: float, repeat: int) -> dict:
+def _optimizer(module, name: str):
+    if name == "none":
+        return None
+    if name == "adam":
+        return torch.optim.Adam(module.parameters(), lr=1e-3, foreach=False)
+    return torch.optim.SGD(
+        module.parameters(), lr=1e-3, momentum=0.9 if name == "momentum" else 0.0, foreach=False
+    )
+
+
+def torch_side(problem, budget: float, repeat: int, optimizer: str = "none") -> dict:
     import torch._functorch.config as functorch_config
     from functorch.compile import aot_module, make_boxed_func
     from torch._functorch.partitioners import min_cut_rematerialization_partition
@@ -82,15 +99,20 @@ def torch_side(problem, budget: float, repeat: int) -> dict:
     def compiler(gm, example_inputs):
         return make_boxed_func(gm.forward)
 
+    opt = _optimizer(module, optimizer)
+
     def step(compiled):
         problem.compute_loss(compiled(*problem.inputs)).backward()
+        if opt is not None:
+            opt.step()
 
     with functorch_config.patch(activation_memory_budget=budget):
         compiled = aot_module(module, fw_compiler=compiler, bw_compiler=compiler,
                               partition_fn=min_cut_rematerialization_partition)  # fmt: skip
-        step(compiled)  # compiles (the partition happens here)
+        step(compiled)  # compiles (the partition happens here); the optimizer's state is made
         module.zero_grad(set_to_none=True)
-        leaves = [*problem.inputs, *problem.targets, *module.parameters(), *module.buffers()]
+        state = [t for st in (opt.state.values() if opt is not None else ()) for t in st.values()]
+        leaves = [*problem.inputs, *problem.targets, *module.parameters(), *module.buffers(), *state]
         tracker = AllocatedBytes.of_tensors([t for t in leaves if isinstance(t, torch.Tensor)])
         with tracker.mode():
             step(compiled)
@@ -159,6 +181,7 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["resnet50", "inception_v3", "bert_base", "gpt2"])
     ap.add_argument("--budgets", type=float, nargs="+", default=[round(0.1 * k, 1) for k in range(1, 11)])
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--optimizer", default="none", choices=["none", "sgd", "momentum", "adam"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--floor-factors", type=float, nargs="+", default=[0.6, 0.5, 0.4])
     ap.add_argument("--small-images", action="store_true", help="64-80 px images instead of the zoo's")
@@ -171,10 +194,11 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name in args.models:
         problem = _problem(name, args.batch, args.small_images)
-        graph = capture_training(problem, optimizer="none", name=name)
+        graph = capture_training(problem, optimizer=args.optimizer, name=name)
         base_flops = graph_flops(graph, problem)
         rows = {
-            b: torch_side(problem, b, args.repeat) for b in sorted(set(args.budgets) | {1.0}, reverse=True)
+            b: torch_side(problem, b, args.repeat, args.optimizer)
+            for b in sorted(set(args.budgets) | {1.0}, reverse=True)
         }
         full = rows[1.0]["flops"]
         curve = curves.setdefault(name, {"PyTorch": [], "streamplan": []})

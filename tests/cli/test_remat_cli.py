@@ -76,3 +76,54 @@ def test_a_training_step_through_the_cli(tmp_path):
     assert load(g).meta.get("training") is not None
     low = cli("remat", "random:20", "--train", "--budget", "0.05x", "--levels", "4")
     assert_user_error(low, "the smallest worst-case peak found is", "no plan can go below")
+
+
+def test_a_checkpointing_policy_priced_through_the_cli(tmp_path):
+    from helpers.training import block_graph
+    from streamplan.ir.serialize import dumps
+
+    g = tmp_path / "blocks.json"
+    g.write_text(dumps(block_graph("adam")))
+    r = sp(
+        "remat", str(g), "--checkpointing", "full", "--policy", "sequential", "--max-streams", "1", "--json"
+    )
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["solver"] == "full activation checkpointing" and d["recomputed_flops"] > 0
+    assert d["worst_case_peak_bytes"] < d["baseline_worst_case_peak_bytes"]
+    text = sp("remat", str(g), "--checkpointing", "selective", "--policy", "sequential")
+    assert text.returncode == 0 and "selective activation checkpointing" in text.stdout
+    assert_user_error(sp("remat", "random-train:8"), "either --budget")
+    assert_user_error(sp("remat", str(g), "--budget", "0.5x", "--checkpointing", "full"), "either --budget")
+    assert_user_error(sp("remat", str(g), "--checkpointing", "most"), "unknown checkpointing policy")
+    assert_user_error(sp("remat", "random-train:8", "--checkpointing", "full"), "not a training step")
+
+
+def test_the_search_time_limit_answers_with_what_it_has():
+    r = sp(
+        "remat",
+        "random-train:12",
+        "--budget",
+        "0.8x",
+        "--levels",
+        "6",
+        "--search-time-limit",
+        "0.01",
+        "--json",
+    )
+    if r.returncode == 0:
+        assert json.loads(r.stdout)["search_complete"] is False
+    else:
+        assert_user_error(r, "time limit stopped it")
+    full = sp(
+        "remat",
+        "random-train:12",
+        "--budget",
+        "0.8x",
+        "--levels",
+        "6",
+        "--search-time-limit",
+        "600",
+        "--json",
+    )
+    assert full.returncode == 0 and json.loads(full.stdout)["search_complete"] is True

@@ -45,6 +45,44 @@ class MLP(nn.Module):
         return self.b(torch.tanh(self.a(x)))
 
 
+class Block(nn.Module):
+    """A residual block of two bias-free matmuls (``aten.mm``), a norm and a GELU."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 2 * width, bias=False)
+        self.down = nn.Linear(2 * width, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+class BlockNet(nn.Module):
+    """An input projection, three numbered blocks (``layers.0`` ... ``layers.2``) and a head: the
+    repeated structure activation checkpointing works on, with tokens as rows."""
+
+    def __init__(self, width: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Linear(6, width)
+        self.layers = nn.ModuleList(Block(width) for _ in range(3))
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(h)
+
+
+def block_problem(rows: int = 64) -> TrainingProblem:
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(rows, 6, generator=gen)
+    labels = torch.randint(0, 4, (rows,), generator=gen)
+    return TrainingProblem(BlockNet(), (x,), F.cross_entropy, (labels,), "cross-entropy")
+
+
 def two_branch_problem(batch: int = 2) -> TrainingProblem:
     torch.manual_seed(0)
     module = TwoBranchNet()
@@ -66,6 +104,12 @@ def mlp_problem(batch: int = 4) -> TrainingProblem:
 def two_branch_graph(optimizer: str = "none") -> Graph:
     """The captured step of ``two_branch_problem()``, once per session and optimizer."""
     return capture_training(two_branch_problem(), optimizer=optimizer, name="two_branch")
+
+
+@functools.cache
+def block_graph(optimizer: str = "none") -> Graph:
+    """The captured step of ``block_problem()``, once per session and optimizer."""
+    return capture_training(block_problem(), optimizer=optimizer, name="blocks")
 
 
 @functools.cache

@@ -166,3 +166,12 @@ def test_joint_with_the_budget_policy_fits_and_runs_to_eager():
         optimizer="sgd", chaos=True, ctx=ctx,
     )  # fmt: skip
     assert c.matches_eager, c.max_abs_error
+
+
+def test_a_rematerialized_step_keeps_the_roles_and_each_copy_has_its_originals():
+    g0, plan = two_branch_graph("sgd"), _plan("sgd", "0.8x")
+    g = plan.graph
+    assert all(g.roles[s] == r for s, r in g0.roles.items() if s in g.storages())
+    for n in recomputations(g):
+        for o, orig in zip(n.outputs, g.node(n.recompute_of).outputs, strict=True):
+            assert g.roles.get(g.storage_of(o)) == g0.roles.get(g0.storage_of(orig))

@@ -91,3 +91,13 @@ def test_single_op_graph():
     sched = schedule_ios(g)
     verify_schedule(g, sched)
     assert sched.launch_order == ("n0",) and sched.meta["stages"] == [[["n0"]]]
+
+
+def test_out_of_time_blocks_are_halved_down_to_one_stream():
+    g = load_model("random:60:2")
+    fast = schedule_ios(g, ScheduleContext(cost="v100", time_limit_s=1e-6))
+    verify_schedule(g, fast)
+    assert fast.meta["timed_out_blocks"] > 0
+    assert simulate(g, fast, "v100").makespan_ms <= simulate(g, one_stream(g), "v100").makespan_ms + 1e-12
+    full = schedule_ios(g, ScheduleContext(cost="v100", time_limit_s=600))
+    assert full.meta["timed_out_blocks"] == 0

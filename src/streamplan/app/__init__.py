@@ -4,9 +4,10 @@ Each function does what one command does, without printing: ``compare_policies``
 (``streamplan compare``), ``analyze_run_memory`` (``memory``), ``explain_policy``
 (``explain``), ``memory_curves`` (``plot``), ``run_model`` (``run``), ``codegen_policy``
 (``codegen``), ``report_model`` (``report``); for training steps ``describe_step``
-(``show --train``) and ``training_answer`` (``compare --train``); ``plan_remat`` (``remat``);
-``calibrate`` (``calibrate``: a device profile measured on this machine). ``make_context``
-builds the ``ScheduleContext`` they take from a device profile (and a measured table).
+(``show --train``) and ``training_answer`` (``compare --train``); ``plan_remat`` (``remat``),
+``plan_checkpointing`` (``remat --checkpointing``); ``calibrate`` (``calibrate``: a device
+profile measured on this machine). ``make_context`` builds the ``ScheduleContext`` they take
+from a device profile (and a measured table).
 Presentation lives in ``streamplan.report``; the command line in ``streamplan.cli``.
 """
 
@@ -24,7 +25,7 @@ from streamplan.app.codegen import GeneratedModule, codegen_policy, codegen_run
 from streamplan.app.context import MeasuredCoverage, cost_model, make_context
 from streamplan.app.explain import ExplainResult, SimulatedNote, explain_policy, explain_run
 from streamplan.app.memory import MemoryAnalysis, analyze_run_memory
-from streamplan.app.remat import RematPlan, plan_remat
+from streamplan.app.remat import RematPlan, plan_checkpointing, plan_remat
 from streamplan.app.report import ModelReport, PolicyReport, report_model
 from streamplan.app.run import RunReport, profile_for, run_model
 from streamplan.app.training import TrainingAnswer, describe_step, step_breakdown, training_answer
@@ -55,6 +56,7 @@ __all__ = [
     "explain_run",
     "make_context",
     "memory_curves",
+    "plan_checkpointing",
     "plan_remat",
     "profile_for",
     "report_model",

@@ -46,7 +46,7 @@ class Comparison(Shown):
         return any(r.fused for r in self.rows)
 
     def __str__(self) -> str:
-        lines = [f"{self.model} on {self.settings.device}: policy, streams, makespan, worst-case peak"]
+        lines = [f"{self.model} on {self.settings.device_name}: policy, streams, makespan, worst-case peak"]
         fused = self._fused()
         for r in self.rows:
             label = f"{r.policy} ({r.fusion})" if fused else r.policy
@@ -101,7 +101,7 @@ class Comparison(Shown):
                         f"{m.arena.arena_bytes / MIB:.2f}",
                     ]
             rows.append(cells)
-        caption = f"{self.model} on {self.settings.device} ({self.settings.includes.brief()})"
+        caption = f"{self.model} on {self.settings.device_name} ({self.settings.includes.brief()})"
         extra = "".join(f"<p>{html.escape(line)}</p>" for line in (self.answer.lines if self.answer else ()))
         extra += "".join(f"<p>note: {html.escape(n)}</p>" for n in self.notes)
         return html_table(header, rows, caption=caption) + extra

@@ -11,7 +11,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.worst_case import WorstCasePeak
-from streamplan.remat.search import DEFAULT_LEVELS, DEFAULT_ROUNDS, RematSearch, search
+from streamplan.remat.search import DEFAULT_LEVELS, RematSearch, search
 from streamplan.remat.solvers import DEFAULT_SOLVER
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
@@ -25,6 +25,9 @@ class RematPlan(Shown):
     fits ``budget_bytes``); the ``baseline_*`` figures are the same graph and policy without
     rematerialization. ``optimality_gap`` is the exact solver's proven gap for the plan's
     own solve (0.0 when optimal), None when the method proves nothing or no solve was needed.
+    ``recomputed_flops`` are the recomputations' FLOPs; ``candidates`` the plans the search
+    made, ``evaluated`` those it scheduled and simulated (the others were ruled out by a
+    bound on their makespan); ``complete`` is False when its time limit stopped it.
     """
 
     graph: Graph
@@ -50,6 +53,9 @@ class RematPlan(Shown):
     device: str
     includes: Includes
     max_streams: int = 0  # the stream cap the answer's schedule ran under
+    recomputed_flops: int = 0
+    evaluated: int = 0
+    complete: bool = True
 
     def __str__(self) -> str:
         mib = 1 << 20
@@ -100,6 +106,9 @@ class RematPlan(Shown):
             device=device,
             includes=includes,
             max_streams=c.max_streams,
+            recomputed_flops=c.recomputed_flops,
+            evaluated=result.evaluated,
+            complete=result.complete,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,6 +129,7 @@ class RematPlan(Shown):
             "baseline_makespan_ms": self.baseline_makespan_ms,
             "added_compute_ms": self.added_compute_ms,
             "recomputed_ops": self.recomputed_ops,
+            "recomputed_flops": self.recomputed_flops,
             "optimality_gap": self.optimality_gap,
             "streams": self.schedule.num_streams,
             "max_streams": self.max_streams,
@@ -127,8 +137,10 @@ class RematPlan(Shown):
             "reference_order": self.reference,
             "target_bytes": self.level_bytes,
             "candidates": self.candidates,
+            "evaluated": self.evaluated,
             "worst_case_analyses": self.analyses,
             "search_time_s": self.search_time_s,
+            "search_complete": self.complete,
         }
 
 
@@ -142,16 +154,21 @@ def plan_remat(
     includes: Includes = ACTIVATIONS,
     joint: bool = True,
     levels: int = DEFAULT_LEVELS,
-    rounds: int = DEFAULT_ROUNDS,
+    rounds: int | None = None,
     policy_time_limit_s: float | None = None,
+    search_time_limit_s: float | None = None,
 ) -> RematPlan:
     """The fastest plan and ``policy`` schedule of ``graph`` whose worst-case peak fits ``budget``.
 
     ``budget``: bytes, ``"2GiB"``-style text, or a factor of the baseline worst case
     (``"0.4x"``). ``joint=False`` plans for one stream and then schedules the result
-    (the separate approach, for comparison). ``policy_time_limit_s`` bounds each
-    scheduling of a candidate (default: ``ctx.time_limit_s``). Raises ``BudgetError`` when nothing fits,
-    with the smallest peak found and the floor no plan can go below.
+    (the separate approach, for comparison). ``rounds`` alternations of planning and
+    scheduling (default: 2, or 1 on graphs of more than ``ROUNDS_MAX_OPS`` ops).
+    ``policy_time_limit_s`` bounds each scheduling of a candidate (default:
+    ``ctx.time_limit_s``); ``search_time_limit_s`` the whole search (default: none; when it
+    stops the search, the best plan in hand is the answer and ``complete`` is False).
+    Raises ``BudgetError`` when nothing fits, with the smallest peak found and the floor no
+    plan can go below.
     """
     ctx = ctx or DEFAULT_CONTEXT
     result = search(
@@ -165,5 +182,62 @@ def plan_remat(
         rounds=rounds,
         joint=joint,
         policy_time_limit_s=policy_time_limit_s,
+        search_time_limit_s=search_time_limit_s,
     )
     return RematPlan.of(result, ctx.cost.device_name, includes)
+
+
+def plan_checkpointing(
+    graph: Graph,
+    checkpointing: str,
+    *,
+    policy: str = "asap",
+    ctx: ScheduleContext | None = None,
+    includes: Includes = ACTIVATIONS,
+) -> RematPlan:
+    """An activation-checkpointing policy of the training frameworks (``full``: each block keeps
+    its input only; ``selective``: also every other matmul and fused attention) written as a
+    plan and priced like the search's plans: its rewritten graph, ``policy`` schedule, worst
+    case and simulated time (``remat.checkpoint``). ``budget_bytes`` is its own peak."""
+    import time
+
+    from streamplan.cost.simulate import simulate
+    from streamplan.memory.worst_case import worst_case_peak
+    from streamplan.remat.budget import peak_floor
+    from streamplan.remat.price import price_checkpointing
+    from streamplan.schedule.registry import make_schedule
+
+    ctx = ctx or DEFAULT_CONTEXT
+    t0 = time.perf_counter()
+    inc = includes
+    base_sched = make_schedule(graph, policy, ctx)
+    base_wc = worst_case_peak(graph, base_sched, includes=inc, time_limit_s=ctx.time_limit_s)
+    c = price_checkpointing(graph, checkpointing, policy=policy, ctx=ctx, includes=inc)
+    floor = peak_floor(graph, inc)
+    return RematPlan(
+        graph=c.graph,
+        schedule=c.schedule,
+        timeline=c.timeline,
+        worst_case=c.worst_case,  # type: ignore[arg-type]
+        baseline_worst_case=base_wc,
+        baseline_makespan_ms=simulate(graph, base_sched, ctx.cost).makespan_ms,
+        budget_bytes=c.peak_bytes or 0,
+        added_compute_ms=c.added_compute_ms,
+        recomputed_ops=c.recomputed_ops,
+        solver=f"{checkpointing} activation checkpointing",
+        policy=policy,
+        optimality_gap=None,
+        floor_bytes=floor.bytes,
+        floor_reason=floor.reason(),
+        joint=False,
+        reference=c.reference,
+        level_bytes=None,
+        candidates=1,
+        analyses=2,
+        search_time_s=time.perf_counter() - t0,
+        device=ctx.cost.device_name,
+        includes=includes,
+        max_streams=ctx.max_streams,
+        recomputed_flops=c.recomputed_flops,
+        evaluated=1,
+    )

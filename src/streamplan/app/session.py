@@ -248,7 +248,8 @@ class Session:
     def remat(self, budget: str | int | MemoryBudget, *, policy: str = "asap", **options: Any):
         """The fastest rematerialization plan and ``policy`` schedule whose worst case fits
         ``budget`` (``MemoryBudget.parse`` grammar; ``0.5x`` is half today's worst case).
-        ``options``: ``solver``, ``joint``, ``levels``, ``rounds``, ``policy_time_limit_s``."""
+        ``options``: ``solver``, ``joint``, ``levels``, ``rounds``, ``policy_time_limit_s``,
+        ``search_time_limit_s``."""
         from streamplan.app.remat import plan_remat
 
         return plan_remat(
@@ -258,6 +259,16 @@ class Session:
             ctx=self.context(policy),
             includes=self.settings.includes,
             **options,
+        )
+
+    def checkpointing(self, name: str, *, policy: str = "asap"):
+        """A framework's activation-checkpointing policy (``full`` or ``selective``) over the
+        model's numbered blocks, priced as a rematerialization plan under ``policy``: its
+        worst case, simulated time and recomputed FLOPs beside today's (``remat.checkpoint``)."""
+        from streamplan.app.remat import plan_checkpointing
+
+        return plan_checkpointing(
+            self.graph, name, policy=policy, ctx=self.context(policy), includes=self.settings.includes
         )
 
     def fit(self, *, search_batch: bool = True):

@@ -66,7 +66,7 @@ def schedule_budget(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Str
     kind = ctx.budget or MemoryBudget(limit_bytes=0)
     search = BudgetSearch(graph, ctx, kind, fixed=fixed_policies(ctx))
     if ctx.budget is None:
-        best = search.fastest()
+        best = search.fastest(deadline=t0 + SEARCH_SHARE * ctx.time_limit_s)
         return _result(best, graph, ctx, None, None, best.source, t0)
     if fuses_after_scheduling(ctx.fusion):
         # Fusing after scheduling changes the kernels whose figure the budget bounded: a kernel

@@ -98,27 +98,39 @@ class BudgetSearch:
         self._base_cache: list[tuple[float, StreamSchedule, str]] | None = None
 
     # -- the fixed policies -------------------------------------------------------
-    def fixed_runs(self, *, with_searched: bool = True) -> list[Candidate]:
+    def fixed_runs(self, *, with_searched: bool = True, deadline: float | None = None) -> list[Candidate]:
         """Each fixed policy's schedule and makespan (computed once), fastest first; without
-        ``with_searched``, not the policies whose own search grows steeply (``PolicyInfo.searched``)."""
+        ``with_searched``, not the policies whose own search grows steeply (``PolicyInfo.searched``).
+        Past ``deadline`` no further policy runs (one at least does)."""
         for p in self.fixed:
             if p in self.runs or (policy_info(p).searched and not with_searched):
                 continue
+            if deadline is not None and self.runs and time.perf_counter() > deadline:
+                break  # out of time: the policies run so far are the candidates
             self.ctx.progress(f"budget: {p} schedule", None, None)
-            try:
-                s = make_schedule(self.graph, p, self._plain_ctx)
-            except StreamplanError:
-                continue  # a policy that cannot handle this graph is simply not a candidate
+            if p == "memory" and self.floor is not None:
+                s = make_schedule_like(self.graph, self.floor.schedule)  # the floor is that order
+            else:
+                ctx = self._plain_ctx
+                if deadline is not None:  # a searching policy (ios) gets the time left, not more
+                    ctx = ctx.replace(
+                        time_limit_s=max(0.1, min(ctx.time_limit_s, deadline - time.perf_counter()))
+                    )
+                try:
+                    s = make_schedule(self.graph, p, ctx)
+                except StreamplanError:
+                    continue  # a policy that cannot handle this graph is simply not a candidate
             self.runs[p] = Candidate(s, simulate(self.graph, s, self.cost).makespan_ms, p)
         return sorted(self.runs.values(), key=lambda c: c.makespan_ms)
 
-    def fastest(self) -> Candidate:
+    def fastest(self, *, deadline: float | None = None) -> Candidate:
         """The fastest schedule found with no budget: the fixed policies, and each multi-stream
         policy's streams launched in the graph's and the memory-optimal order (never slower than
-        the best fixed policy, which is among the candidates)."""
-        fixed = self.fixed_runs()
+        the best fixed policy, which is among the candidates). Past ``deadline``, what was found."""
+        self.memory_floor()
+        fixed = self.fixed_runs(deadline=deadline)
         best = fixed[0]
-        for ms, base, source in self._base_runs(fixed, self.memory_floor()):
+        for ms, base, source in self._base_runs(fixed, self.memory_floor(), deadline=deadline):
             if ms < best.makespan_ms:
                 cand = self._candidate(base, source)
                 if cand.makespan_ms < best.makespan_ms:
@@ -136,7 +148,10 @@ class BudgetSearch:
     ) -> Candidate | None:
         """The fastest candidate found whose figure is proven within ``limit_bytes``."""
         small = len(self.graph.nodes) <= SEARCHED_MAX_OPS_WITH_BUDGET
-        fixed = self.fixed_runs(with_searched=small or any(policy_info(p).searched for p in self.runs))
+        self.memory_floor()  # first: the memory policy's schedule is its order
+        fixed = self.fixed_runs(
+            with_searched=small or any(policy_info(p).searched for p in self.runs), deadline=deadline
+        )
         best: Candidate | None = None
         unproven: list[Candidate] = []
         for c in sorted([*incumbents, *fixed], key=lambda c: c.makespan_ms):
@@ -152,7 +167,7 @@ class BudgetSearch:
             if best is None or one.makespan_ms < best.makespan_ms:
                 best = one
         guarded: list[tuple[Candidate, StreamSchedule, str]] = []
-        for base_ms, base, source in self._base_runs(fixed, floor):
+        for base_ms, base, source in self._base_runs(fixed, floor, deadline=deadline):
             if time.perf_counter() > deadline and best is not None:
                 break
             if best is not None and base_ms >= best.makespan_ms * (1 + BASE_SLACK):
@@ -277,19 +292,21 @@ class BudgetSearch:
                         best = c
         return best
 
-    def _base_runs(self, fixed: Sequence[Candidate], floor: Floor) -> list[tuple[float, StreamSchedule, str]]:
-        """The bases with their unguarded makespans, fastest first (simulated once per search)."""
-        if self._base_cache is None:
-            runs = []
-            for base, source in self._bases(fixed, floor):
-                known = self.runs.get(source)
-                ms = (
-                    known.makespan_ms
-                    if known is not None
-                    else simulate(self.graph, base, self.cost).makespan_ms
-                )
-                runs.append((ms, base, source))
-            self._base_cache = sorted(runs, key=lambda r: r[0])
+    def _base_runs(
+        self, fixed: Sequence[Candidate], floor: Floor, *, deadline: float | None = None
+    ) -> list[tuple[float, StreamSchedule, str]]:
+        """The bases with their unguarded makespans, fastest first (simulated once per search;
+        past ``deadline``, those simulated so far, not kept for the next search)."""
+        if self._base_cache is not None:
+            return self._base_cache
+        runs = []
+        for base, source in self._bases(fixed, floor):
+            if deadline is not None and time.perf_counter() > deadline:
+                return sorted(runs, key=lambda r: r[0])
+            known = self.runs.get(source)
+            ms = known.makespan_ms if known is not None else simulate(self.graph, base, self.cost).makespan_ms
+            runs.append((ms, base, source))
+        self._base_cache = sorted(runs, key=lambda r: r[0])
         return self._base_cache
 
     def _bases(self, fixed: Sequence[Candidate], floor: Floor):

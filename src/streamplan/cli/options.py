@@ -34,7 +34,9 @@ from streamplan.errors import ModelSpecError
 from streamplan.zoo.random_backward import MAX_FORWARD_OPS as MAX_RANDOM_TRAIN_OPS
 from streamplan.zoo.random_dag import MAX_OPS as MAX_RANDOM_OPS
 
-PROFILES = "v100, a100, a100-80gb, h100, h200, l4, rtx4090, rtx3090, cpu, or a FILE.json from `streamplan calibrate`"
+PROFILES = (
+    "v100, a100, a100-80gb, h100, h200, l4, rtx4090, rtx3090, cpu, or a FILE.json from `streamplan calibrate`"
+)
 DEFAULT_POLICIES = "sequential,memory,wavefront,asap,nimble,ios"
 FUSION_HELP = (
     "none: schedule the ops as captured; first: fuse into kernels (as Inductor would), then "

@@ -190,7 +190,11 @@ def _check(p: DeviceProfile) -> None:
         raise ValueError(f"memory_bytes must be null or a whole number of bytes > 0 (got {p.memory_bytes!r})")
     if not (isinstance(p.usable_fraction, (int, float)) and 0 < p.usable_fraction <= 1):
         raise ValueError(f"usable_fraction must be a number in (0, 1] (got {p.usable_fraction!r})")
-    if isinstance(p.blas_workspace_bytes, bool) or not isinstance(p.blas_workspace_bytes, int) or p.blas_workspace_bytes < 0:
+    if (
+        isinstance(p.blas_workspace_bytes, bool)
+        or not isinstance(p.blas_workspace_bytes, int)
+        or p.blas_workspace_bytes < 0
+    ):
         raise ValueError(f"blas_workspace_bytes must be a whole number >= 0 (got {p.blas_workspace_bytes!r})")
     if p.graph_launch_ms is not None and not (math.isfinite(p.graph_launch_ms) and p.graph_launch_ms >= 0):
         raise ValueError("graph_launch_ms must be null or a number >= 0")

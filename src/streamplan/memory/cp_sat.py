@@ -17,17 +17,22 @@ from typing import Any
 WAIT_S = 0.05  # the main thread wakes this often (a signal also wakes it)
 
 
-def solve(solver: Any, model: Any) -> Any:
-    """``solver.Solve(model)``'s status; Ctrl-C stops the search and raises ``KeyboardInterrupt``."""
+def solve(solver: Any, model: Any, callback: Any = None) -> Any:
+    """``solver.Solve(model, callback)``'s status; Ctrl-C stops the search and raises
+    ``KeyboardInterrupt``."""
     solver.parameters.catch_sigint_signal = False
+
+    def run() -> Any:
+        return solver.Solve(model) if callback is None else solver.Solve(model, callback)
+
     if threading.current_thread() is not threading.main_thread():
-        return solver.Solve(model)  # signals reach the main thread only: nothing to wait for here
+        return run()  # signals reach the main thread only: nothing to wait for here
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
     def work() -> None:
         try:
-            outcome["status"] = solver.Solve(model)
+            outcome["status"] = run()
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             outcome["error"] = e
         finally:

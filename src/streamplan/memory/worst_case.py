@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from streamplan.cost.timeline import Timeline
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import ACTIVATIONS, Includes
 from streamplan.ir.schedule import StreamSchedule
@@ -36,6 +37,7 @@ DEFAULT_TIME_LIMIT_S = 10.0
 MAX_EXACT_OPS = 20000
 RANDOM_TIMINGS = 4
 POSITION_BOUND_MAX_OPS = 20000  # the position bound costs O(ops x live storages)
+STOPPED_METHOD = "a timing over the limit"  # the method when ``stop_above_bytes`` ended the analysis
 
 
 @dataclass(frozen=True)
@@ -122,13 +124,18 @@ def worst_case_peak(
     live: Liveness | None = None,
     seed: int = 0,
     progress: ProgressFn = no_progress,
+    stop_above_bytes: int | None = None,
+    timeline: Timeline | None = None,
 ) -> WorstCasePeak:
     """The largest live bytes at one instant over every timing ``schedule`` allows.
 
     ``max_exact_ops`` caps the ops of one independent segment handed to the solver
     (segments lie between *cut* ops, which are ordered with every other op).
     ``progress`` hears of the search: segments solved out of those to solve, and the
-    solver's time limit.
+    solver's time limit. ``stop_above_bytes``: a caller who only needs to know whether the
+    peak fits that many bytes; once a realisable timing exceeds it, the answer is that
+    timing's live bytes as the lower end of the interval (no solver runs). ``timeline``: a
+    predicted timing of the schedule (``cost.simulate``), one more witness.
     """
     if live is None:
         live = liveness(graph, schedule, includes=includes)
@@ -139,8 +146,15 @@ def worst_case_peak(
         cand = _random_timing_witness(live, order, random.Random(seed + k), preds)
         if cand.live_bytes > best.live_bytes:
             best = cand
+    if timeline is not None and schedule.num_streams > 1:
+        cand = _timeline_witness(live, order, timeline)
+        if cand.live_bytes > best.live_bytes:
+            best = cand
     total = sum(life.nbytes for life in live.lives)
     upper = min(total, upper_bound_bytes) if upper_bound_bytes is not None else total
+    if stop_above_bytes is not None and schedule.num_streams > 1 and best.live_bytes > stop_above_bytes:
+        exact = best.live_bytes >= upper
+        return _result(live, best, max(best.live_bytes, upper), exact, STOPPED_METHOD)
     if 1 < schedule.num_streams and len(order) <= POSITION_BOUND_MAX_OPS and best.live_bytes < upper:
         from streamplan.memory.position_bound import position_bound
 
@@ -152,7 +166,7 @@ def worst_case_peak(
     if schedule.num_streams <= 1 or best.live_bytes >= upper:
         method = "single-stream" if schedule.num_streams <= 1 else "witness meets bound"
         return _result(live, best, best.live_bytes, True, method)
-    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops, progress)
+    return _solve_segments(live, order, best, upper, time_limit_s, max_exact_ops, progress, stop_above_bytes)
 
 
 def cut_positions(live: Liveness, order: list[str]) -> list[int]:
@@ -197,6 +211,7 @@ def _solve_segments(
     time_limit_s: float,
     max_exact_ops: int,
     progress: ProgressFn = no_progress,
+    stop_above_bytes: int | None = None,
 ) -> WorstCasePeak:
     """Solve each stretch between cut ops on its own; a cut op alone is a host-order state."""
     import time
@@ -223,9 +238,11 @@ def _solve_segments(
             seg_upper = max(seg_upper, cap)
             stopped.append("size" if hi - lo > max_exact_ops else "time")
             continue
-        sol = _solve_segment(live, order, lo, hi, left, best, members[j])
+        sol = _solve_segment(live, order, lo, hi, left, best, members[j], stop_above_bytes)
         if sol.value > best.live_bytes:
             best = sol.witness
+        if stop_above_bytes is not None and best.live_bytes > stop_above_bytes:
+            return _result(live, best, max(best.live_bytes, upper), False, STOPPED_METHOD)
         seg_upper = max(seg_upper, sol.upper_bytes)
         if sol.upper_bytes > sol.value:
             stopped.append("time")
@@ -329,8 +346,10 @@ def _solve_segment(
     time_limit_s: float,
     best: Witness,
     members: list[int] | None = None,
+    stop_above_bytes: int | None = None,
 ) -> SegmentSolution:
-    """CP-SAT over one segment (``members``: positions in ``live.lives``, default all)."""
+    """CP-SAT over one segment (``members``: positions in ``live.lives``, default all); with
+    ``stop_above_bytes``, it stops at the first timing found above that."""
     from ortools.sat.python import cp_model
 
     from streamplan.memory.cp_sat import solve
@@ -366,7 +385,10 @@ def _solve_segment(
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(time_limit_s, 0.01)
     solver.parameters.num_workers = 1
-    status = solve(solver, m)  # Ctrl-C stops the command, not only the search
+    callback = None
+    if stop_above_bytes is not None:
+        callback = _stop_above(stop_above_bytes - base)
+    status = solve(solver, m, callback)  # Ctrl-C stops the command, not only the search
     cap = base + sum(w for w, _ in terms)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return SegmentSolution(value=0, witness=best, upper_bytes=cap)
@@ -376,6 +398,18 @@ def _solve_segment(
     bound = value if status == cp_model.OPTIMAL else min(cap, int(solver.BestObjectiveBound() + 1e-6) + base)
     witness = Witness(live_bytes=value, finished=fs, running=rs)
     return SegmentSolution(value=value, witness=witness, upper_bytes=bound)
+
+
+def _stop_above(limit: int):
+    """A CP-SAT callback that stops the search at the first solution above ``limit``."""
+    from ortools.sat.python import cp_model
+
+    class StopAbove(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            if self.ObjectiveValue() > limit:
+                self.StopSearch()
+
+    return StopAbove()
 
 
 def _result(live: Liveness, witness: Witness, upper: int, exact: bool, method: str) -> WorstCasePeak:
@@ -414,6 +448,16 @@ def _random_timing_witness(
     step = sweep_arrays(
         live, order, launch, np.array(start, dtype=np.float64), np.array(end, dtype=np.float64), samples=False
     )
+    return Witness(live_bytes=step.peak_bytes, finished=step.finished, running=step.running)
+
+
+def _timeline_witness(live: Liveness, order: list[str], timeline: Timeline) -> Witness:
+    """Peak of a predicted timing (every timing the simulator predicts is one the schedule allows)."""
+    span = {s.op: s for s in timeline.spans}
+    launch = np.array([live.hb.launch_index[op] for op in order], dtype=np.int64)
+    start = np.array([span[op].start_ms for op in order], dtype=np.float64)
+    end = np.array([span[op].end_ms for op in order], dtype=np.float64)
+    step = sweep_arrays(live, order, launch, start, end, samples=False)
     return Witness(live_bytes=step.peak_bytes, finished=step.finished, running=step.running)
 
 

@@ -312,22 +312,22 @@ def normalize(problem: RematProblem, seq: tuple[int, ...], *, moves: bool = True
     keeps the originals in the reference order). Originals unread in the graph itself stay.
     """
     seq = tuple(seq)
+    reads, writes, persistent = problem.reads, problem.writes, problem.persistent
     while True:
-        reads_of_step, readers = bind(problem, seq)
-        copy_of_step: list[list[int]] = []
-        c = 0
-        for k in seq:
-            copy_of_step.append(list(range(c, c + len(problem.writes[k]))))
-            c += len(problem.writes[k])
-        last_copy: dict[int, int] = {}
-        for i, k in enumerate(seq):
-            for s, cid in zip(problem.writes[k], copy_of_step[i], strict=True):
-                last_copy[s] = cid
+        # which steps write a copy somebody reads (or the last copy of a graph output)
+        current: dict[int, int] = {}  # storage -> the step that wrote its current copy
         useful = [False] * len(seq)
         for i, k in enumerate(seq):
-            for s, cid in zip(problem.writes[k], copy_of_step[i], strict=True):
-                if readers[cid] or (problem.persistent[s] and last_copy[s] == cid):
-                    useful[i] = True
+            for s in reads[k]:
+                w = current.get(s)
+                if w is None:
+                    raise ValueError(f"step {i} reads storage {problem.storage_ids[s]} before it is written")
+                useful[w] = True
+            for s in writes[k]:
+                current[s] = i
+        for s, i in current.items():
+            if persistent[s]:
+                useful[i] = True
         first_seen: dict[int, int] = {}
         later_useful: set[int] = set()
         for i, k in enumerate(seq):
@@ -338,7 +338,7 @@ def normalize(problem: RematProblem, seq: tuple[int, ...], *, moves: bool = True
                 first_seen[k] = i
         drop = set()
         for i, k in enumerate(seq):
-            if useful[i] or not problem.writes[k]:
+            if useful[i] or not writes[k]:
                 continue
             if first_seen[k] != i:
                 drop.add(i)  # an unread recomputation
@@ -373,4 +373,9 @@ def check_plan(problem: RematProblem, seq: tuple[int, ...]) -> None:
             if d < problem.n and d in ran:
                 raise ValueError(f"op {problem.order[k]} is recomputed after an in-place write to its input")
         ran.add(k)
-    bind(problem, seq)
+    written: set[int] = set()
+    for i, k in enumerate(seq):
+        for s in problem.reads[k]:
+            if s not in written:
+                raise ValueError(f"step {i} reads storage {problem.storage_ids[s]} before it is written")
+        written.update(problem.writes[k])

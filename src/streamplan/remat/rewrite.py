@@ -49,6 +49,7 @@ class _Rewriter:
         self.times: dict[str, int] = {}  # original node id -> copies made so far
         self.last_original: str | None = None
         self.producer_of: dict[str, str] = {}  # value -> the node that writes it in the new graph
+        self.copy_of: dict[str, str] = {}  # storage of a recomputed copy -> the original's storage
 
     def run(self, seq: tuple[int, ...]) -> Graph:
         seen: set[int] = set()
@@ -63,6 +64,10 @@ class _Rewriter:
         meta = dict(g.meta)
         made = sum(1 for n in self.nodes if n.recompute_of is not None)
         meta["remat"] = {"recomputations": made}
+        roles = dict(g.roles)
+        for copy, original in self.copy_of.items():  # a recomputed copy is what its original is for
+            if original in g.roles:
+                roles[copy] = g.roles[original]
         out = Graph(
             name=g.name,
             nodes=tuple(self.nodes),
@@ -72,6 +77,7 @@ class _Rewriter:
             outputs=g.outputs,
             meta=meta,
             param_names=g.param_names,
+            roles=roles,
         )
         return verify(out)
 
@@ -127,7 +133,10 @@ class _Rewriter:
                 self.copy_no[s] = 0
                 self.vmap[(s, 0)] = {o: o}
         self._note_reads(node.id, node)
-        self._emit(_renamed(node, node.id, node.outputs, mapping, recompute_of=None, after=node.after))
+        if all(k == v for k, v in mapping.items()):
+            self._emit(node)  # it reads what it always read: the node as it is
+        else:
+            self._emit(_renamed(node, node.id, node.outputs, mapping, recompute_of=None, after=node.after))
         self.last_original = node.id
 
     def _recompute(self, node: Node) -> None:
@@ -144,6 +153,7 @@ class _Rewriter:
             new_o = self._fresh_value(f"{o}_remat{j}")
             v = self.g.values[o]
             self.values[new_o] = Value(new_o, v.shape, v.dtype, v.nbytes, "activation")
+            self.copy_of[new_o] = v.storage
             outs.append(new_o)
             if s is None:
                 continue

@@ -19,15 +19,21 @@ method runs in about (splits x copies) time: thousands of ops in seconds.
 
 Finally, recomputations that are not needed any more are removed (largest cost first)
 while the exact host-order peak stays under the target.
+
+``Descent`` plans a whole ladder of targets in one run: it fits the highest target,
+keeps every split, and goes on to the next one down, so all the rungs of a reference
+order cost about as much as the lowest alone. The plan at a rung depends only on the
+rungs above it, never on how far down the descent goes afterwards.
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 
 import numpy as np
 
-from streamplan.remat.problem import RematProblem, evaluate, normalize
+from streamplan.remat.problem import RematProblem, check_plan, evaluate, normalize
 from streamplan.remat.solution import SolverResult, heuristic_result
 
 MAX_SPLITS_PER_OP = 20
@@ -66,6 +72,97 @@ def solve_scalable(
     return heuristic_result(problem, seq, "scalable", time.perf_counter() - t0, target_bytes=target_bytes)
 
 
+class Descent:
+    """Plans at every rung of a ladder of targets on one problem, in one descent.
+
+    The state fits the highest rung, then, keeping every split, the next one down, and so
+    on; ``plan(rung)`` descends as far as ``rung`` (if it has not yet) and finishes the
+    plan there (normalised, pruned, checked; cached). So the plan at a rung depends only
+    on the ladder above it, whichever rungs were asked for and in which order. Once a
+    fit gets stuck (nothing left to split, or ``time_limit_s`` for one rung) no lower
+    rung has a plan. (A rung the kept splits cannot reach is fitted afresh, and the
+    descent goes on from that state.)
+    """
+
+    def __init__(
+        self, problem: RematProblem, rungs: list[int] | tuple[int, ...], *, time_limit_s: float = 10.0
+    ):
+        self.p = problem
+        self.rungs = sorted(set(rungs), reverse=True)
+        self.time_limit_s = time_limit_s
+        self.state = _Stages(problem)
+        self.raw: dict[int, tuple[int, ...] | str] = {}  # rung -> the state's plan there, or why stuck
+        self.done: dict[int, SolverResult] = {}
+        self.stuck: str | None = None
+
+    def plan(self, rung: int) -> SolverResult:
+        if rung not in self.rungs:
+            raise ValueError(f"{rung} is not a rung of this descent")
+        if rung in self.done:
+            return self.done[rung]
+        t0 = time.perf_counter()
+        for r in self.rungs:
+            if r < rung:
+                break
+            if r in self.raw:
+                continue
+            if self.stuck is None:
+                try:
+                    self.state.fit(r, deadline=time.perf_counter() + self.time_limit_s)
+                except _NoSplit:
+                    # the splits kept from above can block this rung: fit it afresh, and descend
+                    # from there
+                    fresh = _Stages(self.p)
+                    try:
+                        fresh.fit(r, deadline=time.perf_counter() + self.time_limit_s)
+                        self.state = fresh
+                    except _NoSplit as e:
+                        self.stuck = str(e)
+            self.raw[r] = self.stuck if self.stuck is not None else self.state.sequence()
+        raw = self.raw[rung]
+        if isinstance(raw, str):
+            result = SolverResult.none("scalable", "stuck", time.perf_counter() - t0, note=raw)
+        else:
+            seq = _prune(self.p, normalize(self.p, raw), rung, deadline=t0 + self.time_limit_s)
+            result = heuristic_result(self.p, seq, "scalable", time.perf_counter() - t0, target_bytes=rung)
+        self.done[rung] = result
+        return result
+
+
+class Pruned:
+    """Plans at each rung from one given plan (an activation-checkpointing policy, say): the
+    given plan without the recomputations a rung does not need, costliest dropped first; no
+    plan at a rung below the given plan's own peak."""
+
+    def __init__(self, problem: RematProblem, seed: tuple[int, ...], *, time_limit_s: float = 10.0):
+        self.p = problem
+        self.time_limit_s = time_limit_s
+        self.done: dict[int, SolverResult] = {}
+        self.invalid: str | None = None
+        try:
+            self.seed = normalize(problem, seed)
+            check_plan(problem, self.seed)
+        except ValueError as e:  # the given plan breaks a rule of the problem: no plans from it
+            self.invalid, self.seed = str(e), ()
+        self.peak_bytes = evaluate(problem, self.seed).peak_bytes if self.invalid is None else 0
+
+    def plan(self, rung: int) -> SolverResult:
+        if rung not in self.done:
+            t0 = time.perf_counter()
+            if self.invalid is not None:
+                self.done[rung] = SolverResult.none("scalable", "stuck", 0.0, note=self.invalid)
+            elif self.peak_bytes > rung:
+                self.done[rung] = SolverResult.none(
+                    "scalable", "stuck", 0.0, note=f"the given plan peaks at {self.peak_bytes} bytes"
+                )
+            else:
+                seq = _prune(self.p, self.seed, rung, deadline=t0 + self.time_limit_s)
+                self.done[rung] = heuristic_result(
+                    self.p, seq, "scalable", time.perf_counter() - t0, target_bytes=rung
+                )
+        return self.done[rung]
+
+
 class _Stages:
     """Copies on the stage line. ``entering[q]``: bytes of copies alive through all of stage q
     (written before it, read at or after it); ``local[q]``: the peak, over stage q's steps
@@ -75,7 +172,9 @@ class _Stages:
         p = self.p = problem
         n = p.n
         self.copies: list[_Copy] = []
+        # per storage, its copies in order of birth (their lifetimes never overlap) and the births
         self.copies_of: list[list[_Copy]] = [[] for _ in p.storage_ids]
+        self.births_of: list[list[int]] = [[] for _ in p.storage_ids]
         cap = max(16, 4 * len(p.storage_ids))
         self.birth = np.zeros(cap, dtype=np.int64)
         self.death = np.zeros(cap, dtype=np.int64)
@@ -90,11 +189,24 @@ class _Stages:
         self.chain_ops: list[set[int]] = [set() for _ in range(n)]  # stage -> ops recomputed there
         self.beyond: list[set[int]] = [set() for _ in range(n)]  # stage -> storages its recomputations
         # write that live past the stage
+        # what no split can remove from a stage: the storages it reads or writes, and those
+        # alive across it that can never be dropped
+        kept = np.zeros(n + 1, dtype=np.int64)
         for s in range(len(p.storage_ids)):
             b = p.creator[s]
             rs = list(p.readers[s])
             d = n - 1 if p.persistent[s] else (rs[-1] if rs else b)
             self._add(_Copy(s, b, d, rs, False))
+            if self.splittable[self.copies_of[s][0].slot]:
+                for q in {b, *rs}:
+                    kept[q] += p.size[s]
+                    kept[q + 1] -= p.size[s]
+            else:
+                kept[b] += p.size[s]
+                kept[d + 1] -= p.size[s]
+        irreducible = np.cumsum(kept[:n]) + p.resident_bytes
+        self.irreducible_at = int(np.argmax(irreducible)) if n else 0
+        self.irreducible_bytes = int(irreducible[self.irreducible_at]) if n else p.resident_bytes
 
     @property
     def profile(self) -> np.ndarray:
@@ -108,9 +220,10 @@ class _Stages:
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
         c.slot = len(self.copies)
         self.copies.append(c)
-        lst = self.copies_of[c.storage]
-        lst.append(c)
-        lst.sort(key=lambda x: x.birth)
+        births = self.births_of[c.storage]
+        at = bisect_left(births, c.birth)
+        births.insert(at, c.birth)
+        self.copies_of[c.storage].insert(at, c)
         s = c.storage
         self.birth[c.slot] = c.birth
         self.death[c.slot] = c.death
@@ -129,10 +242,20 @@ class _Stages:
 
     def _available(self, s: int, q: int) -> bool:
         """True when a recomputation at stage ``q`` can read a copy of ``s``."""
-        return any(c.birth < q <= c.death or (c.birth == q and c.recomputed) for c in self.copies_of[s])
+        if self._entering_copy(s, q) is not None:
+            return True
+        at = bisect_left(self.births_of[s], q)
+        copies = self.copies_of[s]
+        return at < len(copies) and copies[at].birth == q and copies[at].recomputed
 
     def _entering_copy(self, s: int, q: int) -> _Copy | None:
-        return next((c for c in self.copies_of[s] if c.birth < q <= c.death), None)
+        """The copy of ``s`` alive through stage ``q``: written before it, read at or after it.
+        Copies never overlap, so it can only be the last one written before ``q``."""
+        at = bisect_left(self.births_of[s], q)
+        if at == 0:
+            return None
+        c = self.copies_of[s][at - 1]
+        return c if c.death >= q else None
 
     def _local_peak(self, q: int, ops: list[int], beyond: set[int]) -> int:
         """Peak over stage ``q``'s steps of the copies written inside it."""
@@ -161,6 +284,10 @@ class _Stages:
     # -- the loop -----------------------------------------------------------------------
     def fit(self, target: int, deadline: float) -> None:
         p = self.p
+        if target < self.irreducible_bytes:
+            raise _NoSplit(
+                f"{p.order[self.irreducible_at]} keeps {self.irreducible_bytes} bytes live whatever is recomputed"
+            )
         for _ in range(MAX_SPLITS_PER_OP * max(1, p.n)):
             profile = self.profile
             at = int(np.argmax(profile))

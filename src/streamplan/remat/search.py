@@ -8,63 +8,84 @@ A solver plans on one *reference order* (host-order peak, which is exact on one
 stream). The search:
 
 1. schedules the graph with the policy (the baseline) and measures it;
-2. builds a ladder of solver targets between the floor no plan can go below and the
+2. builds a ladder of solver targets between the floor no plan can go below and each
    reference order's own peak (``levels`` rungs, independent of the budget);
-3. for each rung at or under the budget and each *lane* — a stream cap (joint mode:
-   the given one and its halvings down to one, since concurrency, not only lifetimes,
-   sets a multi-stream worst case) and a reference order (the policy's launch order
-   under that cap, and the graph's one-stream order) — solves, rewrites the graph,
-   schedules the result with the policy (``make_schedule``, so any policy plugs in),
-   simulates it and, when it could be the answer, proves its worst case; in joint mode
-   it then plans again on the new schedule's launch order, and so on for ``rounds``
-   rounds or until the order repeats: remat changes what runs in parallel, the
-   schedule changes what the plan should drop;
-4. answers with the fastest candidate whose worst case fits (ties: lower peak, less
+3. makes the *candidates*: for each rung at or under the budget and each *lane* — a
+   stream cap (joint mode: the given one and its halvings down to one, since
+   concurrency, not only lifetimes, sets a multi-stream worst case) and a reference
+   order (the policy's launch order under that cap, the graph's one-stream order, and
+   for a training step the updates-early order) — the solver's plan on that order
+   (``solvers.Ladder``: the scalable solver plans a whole ladder in one descent); in
+   joint mode with ``rounds`` > 1 a plan is also rewritten and scheduled, and the
+   solver plans again on that schedule's launch order: remat changes what runs in
+   parallel, the schedule changes what the plan should drop;
+4. evaluates them in order of a lower bound on their makespan (``remat.bound``,
+   computed from the plan alone): rewrites the graph, schedules it with the policy
+   (``make_schedule``, so any policy plugs in), simulates it and, when it could be the
+   answer, proves its worst case; it stops at the first candidate whose bound is
+   slower than the answer in hand — none of the rest can beat it;
+5. answers with the fastest candidate whose worst case fits (ties: lower peak, less
    added compute); the baseline and the plain graph under each smaller stream cap are
    candidates too.
 
 Monotone by construction: the candidates of a budget are those of every rung at or
-below it, so a larger budget sees a superset of them and can only answer faster (or
-as fast with a peak no higher); and the peak reported is the analysis of the
-answer's own schedule, so it never exceeds the budget.
+below it (made whatever the budget), and the evaluation finds the best of them
+exactly, so a larger budget sees a superset and can only answer faster (or as fast
+with a peak no higher); the peak reported is the analysis of the answer's own
+schedule, so it never exceeds the budget. ``search_time_limit_s`` stops the
+evaluation early (``RematSearch.complete`` is then False and the guarantee is off).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import gc
+import heapq
+import math
 import time
 from dataclasses import dataclass, field
 
+from streamplan.budget.cached import CachedCost
 from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import BudgetError, StreamplanError
 from streamplan.ir.graph import Graph
-from streamplan.ir.includes import Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.memory.worst_case import WorstCasePeak, worst_case_peak
+from streamplan.ir.includes import Includes
+from streamplan.memory.liveness import PARAM_KINDS
+from streamplan.memory.worst_case import STOPPED_METHOD, WorstCasePeak, worst_case_peak
+from streamplan.remat.bound import MakespanBound
 from streamplan.remat.budget import PeakFloor, fmt_mib, peak_floor
+from streamplan.remat.checkpoint import CHECKPOINT_POLICIES, blocks, checkpoint_plan
 from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem
 from streamplan.remat.rewrite import recomputations, rewrite
+from streamplan.remat.scalable import Pruned
 from streamplan.remat.solution import SolverResult
-from streamplan.remat.solvers import DEFAULT_SOLVER, solve, solver_info
+from streamplan.remat.solvers import DEFAULT_SOLVER, Ladder, solve, solver_info
 from streamplan.schedule.context import DEFAULT_CONTEXT, MemoryBudget, ScheduleContext
-from streamplan.schedule.registry import make_schedule
+from streamplan.schedule.live_bytes import sequential_peak_bytes
+from streamplan.schedule.registry import make_schedule, policy_info
 
 DEFAULT_LEVELS = 12
 DEFAULT_ROUNDS = 2
+ROUNDS_MAX_OPS = 4000  # above this, rounds default to 1: each extra round schedules every plan
+ROUNDS_MAX_OPS_SEARCHING = 400  # the same for a policy that searches per schedule (budget)
 POLICY_ORDER = "policy order"
 ONE_STREAM_ORDER = "one-stream order"
 UPDATES_EARLY_ORDER = "updates-early order"
+_TOLERANCE = 1e-9  # relative: a bound this close to a makespan may be that makespan summed otherwise
 
 
 @dataclass(frozen=True)
 class PlanCandidate:
     """One rewritten graph, its schedule under the policy, and what they cost.
 
-    ``worst_case`` is None when the candidate was slower than an answer already found
-    (its peak could not change the answer, so it was not proven). ``level_bytes`` is the
-    solver target it came from (None for the baseline), ``reference`` the order the
-    solver planned on and ``round`` the alternation round.
+    ``worst_case`` is None when the candidate could not be the answer (slower than one
+    in hand, or its host-order peak already over the budget), so its peak was not
+    proven. ``level_bytes`` is the solver target it came from (None for the baseline),
+    ``reference`` the order the solver planned on and ``round`` the alternation round.
     """
 
     graph: Graph
@@ -87,6 +108,11 @@ class PlanCandidate:
     def peak_bytes(self) -> int | None:
         return None if self.worst_case is None else self.worst_case.upper_bytes
 
+    @property
+    def recomputed_flops(self) -> int:
+        """FLOPs of the recomputations (the captured ops' own counts)."""
+        return sum(n.flops for n in recomputations(self.graph))
+
     def rank(self, tie: tuple) -> tuple:
         """Sort key: faster, then lower worst case, then less added compute, then ``tie``."""
         return (self.makespan_ms, self.peak_bytes, self.added_compute_ms, tie)
@@ -94,7 +120,12 @@ class PlanCandidate:
 
 @dataclass(frozen=True)
 class RematSearch:
-    """The answer (``chosen``), the baseline, the floor, and how much searching it took."""
+    """The answer (``chosen``), the baseline, the floor, and how much searching it took.
+
+    ``candidates`` counts the plans made, ``evaluated`` those scheduled and simulated
+    (the rest were ruled out by their makespan bound), ``analyses`` the worst-case
+    proofs. ``complete`` is False when ``search_time_limit_s`` stopped the evaluation.
+    """
 
     budget_bytes: int
     chosen: PlanCandidate
@@ -108,6 +139,8 @@ class RematSearch:
     analyses: int
     search_time_s: float
     includes: Includes
+    evaluated: int = 0
+    complete: bool = True
 
 
 def search(
@@ -119,25 +152,76 @@ def search(
     ctx: ScheduleContext | None = None,
     includes: Includes = Includes(),
     levels: int = DEFAULT_LEVELS,
-    rounds: int = DEFAULT_ROUNDS,
+    rounds: int | None = None,
     joint: bool = True,
     policy_time_limit_s: float | None = None,
+    search_time_limit_s: float | None = None,
 ) -> RematSearch:
     """The fastest plan (and schedule) whose worst-case peak fits ``budget``.
 
     ``budget``: bytes, text such as ``"2GiB"``, or a factor of the baseline's worst-case
     peak (``"0.4x"``). ``joint=False`` plans on the one-stream order only and schedules
-    the result once ("remat for one stream, then schedule"). ``policy_time_limit_s`` bounds
-    each scheduling of a candidate (a searching policy such as ``budget`` runs once per
-    candidate; default: the context's time limit). Raises ``BudgetError``
-    (with the smallest peak found and why no plan goes lower) when nothing fits.
+    the result once ("remat for one stream, then schedule"). ``rounds``: alternations of
+    planning and scheduling (default ``DEFAULT_ROUNDS``; 1 above ``ROUNDS_MAX_OPS`` ops, or
+    ``ROUNDS_MAX_OPS_SEARCHING`` with a policy that searches per schedule, ``budget``).
+    ``policy_time_limit_s`` bounds each scheduling of a candidate (a searching policy such
+    as ``budget`` runs once per candidate; default: the context's time limit);
+    ``ctx.time_limit_s`` each solve and each worst-case analysis. ``search_time_limit_s``
+    (default: none) stops the search after that long with the best plan in hand. Raises
+    ``BudgetError`` (with the smallest peak found and why no plan goes lower) when nothing
+    fits.
     """
-    ctx = ctx or DEFAULT_CONTEXT
+    with _gc_paused():
+        return _search(
+            graph, budget, policy, solver, ctx or DEFAULT_CONTEXT, includes, levels, rounds, joint,
+            policy_time_limit_s, search_time_limit_s,
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """A search on a 10,000-op step keeps millions of small objects alive (graphs, plans, their
+    schedules and timelines) and makes almost no reference cycles: the cyclic collector would
+    rescan them all again and again (a third of the search's time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _search(
+    graph: Graph,
+    budget: str | int | float,
+    policy: str,
+    solver: str,
+    ctx: ScheduleContext,
+    includes: Includes,
+    levels: int,
+    rounds: int | None,
+    joint: bool,
+    policy_time_limit_s: float | None,
+    search_time_limit_s: float | None,
+) -> RematSearch:
     solver_info(solver)
+    # every op's cost once: the candidates share most of their ops (and a recomputation's id
+    # always names a copy of the same op), and a 10k-op step is simulated many times
+    ctx = ctx.replace(cost=CachedCost(ctx.cost))
+    if rounds is None:
+        searching = policy_info(policy).budgeted  # it searches once per scheduled plan
+        rounds = (
+            DEFAULT_ROUNDS
+            if len(graph.nodes) <= (ROUNDS_MAX_OPS_SEARCHING if searching else ROUNDS_MAX_OPS)
+            else 1
+        )
     if levels < 1 or rounds < 1:
         raise BudgetError("levels and rounds must be at least 1")
     t0 = time.perf_counter()
     s = _Search(graph, policy, solver, ctx, includes)
+    if search_time_limit_s is not None:
+        s.deadline = t0 + search_time_limit_s
     if policy_time_limit_s is not None:
         s.policy_ctx = ctx.replace(time_limit_s=min(ctx.time_limit_s, policy_time_limit_s))
     base = s.baseline()
@@ -145,33 +229,22 @@ def search(
     s.budget = budget_bytes
     s.consider(base, ())
     floor = peak_floor(graph, includes)
-    # lanes: (stream cap, reference order name, order); joint mode also tries fewer streams
-    lanes: list[tuple[int, str, tuple[str, ...]]] = []
-    early = updates_early(graph)  # a training step: each optimizer update right after its gradient
-    for cap in stream_caps(ctx.max_streams) if joint else (ctx.max_streams,):
-        plain = base if cap == ctx.max_streams else s.plain(cap)  # fewer streams, no recomputation
-        refs = [(ONE_STREAM_ORDER, graph.node_ids)]
-        if early is not None:
-            refs.append((UPDATES_EARLY_ORDER, early))
-        if joint and plain.schedule.launch_order != graph.node_ids:
-            refs.insert(0, (POLICY_ORDER, plain.schedule.launch_order))
-        lanes.extend(
-            (cap, name, order) for name, order in refs if (cap, order) not in {(c, o) for c, _, o in lanes}
-        )
-    ladders = [_ladder(s.problem(order), floor.bytes, levels) for _, _, order in lanes]
-    rungs = sorted({lv for ladder in ladders for lv in ladder})
+    lanes = s.lanes(joint)
+    # the checkpointing policies' own peaks are rungs too (of every ladder they fall in), so a
+    # budget at such a peak meets that plan and what the solver finds there
+    extra = {s.starts(lane).peak_bytes for lane in lanes if lane.start is not None}
+    for lane in lanes:
+        s.ladder(lane, floor.bytes, levels, extra)
+    rungs = sorted({lv for lane in lanes for lv in s.ladders[lane.key].rungs})
     eligible = [lv for lv in rungs if lv <= budget_bytes]
-    for lv in sorted(eligible, reverse=True):  # the fastest plans come first: fewer proofs after
-        ctx.progress(f"remat: target {fmt_mib(lv)}", None, None)
-        for i, (cap, name, order) in enumerate(lanes):
-            if lv in ladders[i]:
-                s.chain(lv, cap, name, i, order, rounds if joint else 1)
+    work = s.make_candidates(lanes, eligible, rounds if joint else 1)
+    s.evaluate_all(work)
     if s.best is None:  # say how low a plan does get: the lowest rung above the budget that works
         for lv in [lv for lv in rungs if lv > budget_bytes]:
+            if s.out_of_time():
+                break
             before = s.smallest
-            for i, (cap, name, order) in enumerate(lanes):
-                if lv in ladders[i]:
-                    s.chain(lv, cap, name, i, order, 1)
+            s.evaluate_all(s.make_candidates(lanes, [lv], 1), prove_all=True)
             if s.smallest is not before:
                 break
         raise _below_floor(budget_bytes, floor, s, base)
@@ -189,6 +262,8 @@ def search(
         analyses=s.analyses,
         search_time_s=time.perf_counter() - t0,
         includes=includes,
+        evaluated=s.evaluated,
+        complete=not s.stopped,
     )
 
 
@@ -214,6 +289,44 @@ def project(launch_order: tuple[str, ...], graph: Graph) -> tuple[str, ...]:
     return tuple(op for op in launch_order if graph.has_node(op))
 
 
+@dataclass(frozen=True)
+class Lane:
+    """A stream cap, the reference order plans are made on, and how: by the solver, or from an
+    activation-checkpointing policy (``remat.checkpoint``) pruned to each rung."""
+
+    index: int
+    cap: int
+    name: str
+    order: tuple[str, ...]
+    start: str | None = None  # the checkpointing policy the plans start from (None: the solver)
+
+    @property
+    def key(self) -> tuple:
+        return (self.order, self.start)
+
+    @property
+    def reference(self) -> str:
+        return self.name if self.start is None else f"{self.name}, from {self.start} checkpointing"
+
+
+@dataclass
+class _Work:
+    """A plan waiting to be evaluated: where it came from and its makespan bound."""
+
+    bound_ms: float
+    level: int
+    lane: Lane
+    round: int
+    order: tuple[str, ...]
+    result: SolverResult
+    graph: Graph | None = None
+    schedule: StreamSchedule | None = None
+
+    @property
+    def tie(self) -> tuple:
+        return (-self.level, self.lane.index, self.round)
+
+
 class _Search:
     def __init__(self, graph: Graph, policy: str, solver: str, ctx: ScheduleContext, includes: Includes):
         self.graph = graph
@@ -223,29 +336,81 @@ class _Search:
         self.includes = includes
         self.policy_ctx = ctx  # what candidates are scheduled under (a shorter time limit, maybe)
         self.budget: int | None = None  # set once the baseline has scaled a factor budget
+        self.deadline: float | None = None
+        self.stopped = False
         self.base: PlanCandidate | None = None
         self.best: tuple[PlanCandidate, tuple] | None = None
         self.smallest: PlanCandidate | None = None  # the lowest proven peak seen (for the error)
+        self.bound = MakespanBound.of(graph, ctx.cost)
+        self.pending: list[tuple[PlanCandidate, tuple]] = []  # simulated, not yet proven
         self.schedules: dict[tuple, StreamSchedule | None] = {}
         self.runs: dict[tuple, list] = {}  # (graph, schedule) -> [timeline, worst case, added ms, ops]
+        self.graphs: dict[tuple, Graph] = {}  # (order, plan) -> rewritten graph
         self.problems: dict[tuple[str, ...], RematProblem] = {}
+        self.ladders: dict[tuple, Ladder] = {}
+        self.seeded: dict[tuple, Pruned] = {}
+        self.resident_bytes = _resident_bytes(graph, includes)
         self.candidates = 0
+        self.evaluated = 0
         self.analyses = 0
 
+    # -- set-up ---------------------------------------------------------------------------
     def problem(self, order: tuple[str, ...]) -> RematProblem:
         if order not in self.problems:
             self.problems[order] = RematProblem.build(self.graph, order, self.ctx.cost, self.includes)
         return self.problems[order]
 
-    def worst_case(self, graph: Graph, schedule: StreamSchedule) -> WorstCasePeak:
-        self.analyses += 1
-        return worst_case_peak(
-            graph,
-            schedule,
-            includes=self.includes,
-            time_limit_s=self.ctx.time_limit_s,
-            seed=self.ctx.seed,
-        )
+    def starts(self, lane: Lane) -> Pruned:
+        """The plans a seeded lane starts from (its checkpointing policy's plan, pruned per rung)."""
+        if lane.key not in self.seeded:
+            problem = self.problem(lane.order)
+            self.seeded[lane.key] = Pruned(
+                problem, checkpoint_plan(problem, lane.start), time_limit_s=self.ctx.time_limit_s
+            )
+        return self.seeded[lane.key]
+
+    def ladder(self, lane: Lane, floor_bytes: int, levels: int, extra: set[int]) -> Ladder:
+        if lane.key not in self.ladders:
+            problem = self.problem(lane.order)
+            rungs = _ladder(problem, floor_bytes, levels)
+            if rungs:
+                rungs = sorted({*rungs, *(x for x in extra if rungs[0] <= x < problem.baseline_peak_bytes())})
+            self.ladders[lane.key] = Ladder(
+                self.solver,
+                problem,
+                tuple(rungs),
+                time_limit_s=self.ctx.time_limit_s,
+                seed=self.ctx.seed,
+                start=None if lane.start is None else self.starts(lane),
+            )
+        return self.ladders[lane.key]
+
+    def lanes(self, joint: bool) -> list[Lane]:
+        """(stream cap, reference order) pairs; joint mode also tries fewer streams."""
+        early = updates_early(self.graph)  # a training step: each optimizer update right after its gradient
+        lanes: list[Lane] = []
+        for cap in stream_caps(self.ctx.max_streams) if joint else (self.ctx.max_streams,):
+            plain = self.base if cap == self.ctx.max_streams else self.plain(cap)  # no recomputation
+            refs = [(ONE_STREAM_ORDER, self.graph.node_ids)]
+            if early is not None:
+                refs.append((UPDATES_EARLY_ORDER, early))
+            if joint and plain.schedule.launch_order != self.graph.node_ids:
+                refs.insert(0, (POLICY_ORDER, project(plain.schedule.launch_order, self.graph)))
+            for name, order in refs:
+                if all((lane.cap, lane.order) != (cap, order) for lane in lanes):
+                    lanes.append(Lane(len(lanes), cap, name, order))
+        if self._has_blocks():  # plans from the frameworks' checkpointing policies, pruned to each rung
+            for lane in [lane for lane in lanes if lane.name != POLICY_ORDER]:
+                for start in CHECKPOINT_POLICIES:
+                    lanes.append(Lane(len(lanes), lane.cap, lane.name, lane.order, start))
+        return lanes
+
+    def _has_blocks(self) -> bool:
+        try:
+            blocks(self.graph)
+        except StreamplanError:
+            return False
+        return True
 
     def baseline(self) -> PlanCandidate:
         sched = make_schedule(self.graph, self.policy, self.ctx)
@@ -258,20 +423,196 @@ class _Search:
 
     def plain(self, cap: int) -> PlanCandidate:
         """The graph as it is, scheduled under a smaller stream cap: a candidate too."""
-        sched = make_schedule(self.graph, self.policy, self.ctx.replace(max_streams=cap))
+        sched = make_schedule(self.graph, self.policy, self.policy_ctx.replace(max_streams=cap))
         if self.base is not None and sched == self.base.schedule:
             return self.base  # the cap changed nothing
         timeline = simulate(self.graph, sched, self.ctx.cost)
         self.candidates += 1
-        wc = None
-        if self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms:
-            wc = self.worst_case(self.graph, sched)
+        self.evaluated += 1
         cand = PlanCandidate(
-            self.graph, sched, timeline, wc, 0.0, 0, reference="fewer streams", max_streams=cap
+            self.graph, sched, timeline, None, 0.0, 0, reference="fewer streams", max_streams=cap
         )
-        self._note_smallest(cand)
-        self.consider(cand, (0, cap))
+        self.pending.append((cand, (0, cap)))  # proven, if it may be the answer, with the plans
         return cand
+
+    # -- candidates ------------------------------------------------------------------------
+    def make_candidates(self, lanes: list[Lane], levels: list[int], rounds: int) -> list[_Work]:
+        """Every plan of every lane at ``levels``, with alternation rounds. What is made here
+        depends on the rungs alone, never on the budget or on what was evaluated."""
+        work: list[_Work] = []
+        for lv in sorted(levels, reverse=True):
+            self.ctx.progress(f"remat: plans for target {fmt_mib(lv)}", None, None)
+            for lane in lanes:
+                ladder = self.ladders[lane.key]
+                if lv not in ladder.rungs:
+                    continue
+                order, result = lane.order, ladder.plan(lv)
+                for rnd in range(rounds if lane.start is None else 1):
+                    if not result.found:
+                        break
+                    problem = self.problem(order)
+                    item = _Work(
+                        self.bound.plan_ms(problem, result.sequence, lane.cap), lv, lane, rnd, order, result
+                    )
+                    work.append(item)
+                    self.candidates += 1
+                    if rnd + 1 == rounds or lane.start is not None:
+                        break
+                    sched = self.schedule_of(item)  # the next round plans on this schedule's order
+                    if sched is None:
+                        break
+                    nxt = project(sched.launch_order, self.graph)
+                    if nxt == order:
+                        break
+                    order = nxt
+                    result = solve(
+                        self.solver,
+                        self.problem(order),
+                        lv,
+                        time_limit_s=self.ctx.time_limit_s,
+                        seed=self.ctx.seed,
+                    )
+        return work
+
+    def graph_of(self, item: _Work) -> Graph:
+        if item.graph is None:
+            key = (item.order, item.result.sequence)
+            if key not in self.graphs:
+                self.graphs[key] = rewrite(self.problem(item.order), item.result.sequence)
+            item.graph = self.graphs[key]
+        return item.graph
+
+    def schedule_of(self, item: _Work) -> StreamSchedule | None:
+        """The policy's schedule of a plan's graph under its lane's cap and its rung as the budget
+        (None: the policy could not schedule it)."""
+        if item.schedule is None:
+            graph = self.graph_of(item)
+            gkey = tuple((n.id, n.inputs, n.after) for n in graph.nodes)
+            skey = (gkey, item.level, item.lane.cap)
+            if skey not in self.schedules:
+                budget = MemoryBudget(item.level, includes=self.includes)
+                try:
+                    ctx = self.policy_ctx.replace(budget=budget, max_streams=item.lane.cap)
+                    self.schedules[skey] = make_schedule(graph, self.policy, ctx)
+                except StreamplanError:
+                    self.schedules[skey] = None  # a policy that cannot schedule this graph under the level
+            item.schedule = self.schedules[skey]
+        return item.schedule
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluate_all(self, work: list[_Work], *, prove_all: bool = False) -> None:
+        """Find the best of ``work`` (and of the plain graphs under fewer streams) exactly.
+
+        Plans are simulated in order of their makespan bound, and simulated candidates are
+        proven in order of their makespan, whichever comes first: the first that fits is the
+        answer once nothing left can match it (a bound or a makespan past the answer's), so
+        few plans are simulated and few worst cases proven. ``prove_all``: simulate and
+        prove every plan (to say how low plans go when none fits).
+        """
+        items = sorted(work, key=lambda w: (w.bound_ms, w.tie))
+        if prove_all:
+            for item in items:
+                if self.out_of_time():
+                    self.stopped = True
+                    return
+                cand = self.simulated(item)
+                if cand is not None:
+                    self.prove(cand, item.tie, force=True)
+            return
+        waiting: list[tuple[float, float, tuple, int, PlanCandidate]] = []
+        for cand, tie in self.pending:
+            heapq.heappush(waiting, (cand.makespan_ms, cand.added_compute_ms, tie, len(waiting), cand))
+        self.pending = []
+        i, pushed = 0, len(waiting)
+        while True:
+            limit = self.best[0].makespan_ms if self.best is not None else math.inf
+            nxt = items[i].bound_ms if i < len(items) else math.inf
+            if waiting and waiting[0][0] <= nxt:
+                ms, _, tie, _, cand = heapq.heappop(waiting)
+                if not _within(ms, limit):
+                    return  # every candidate left, simulated or not, is slower than the answer
+                self.prove(cand, tie)
+                continue
+            if i == len(items) or not _within(nxt, limit):
+                return  # no plan left can be faster than the answer
+            if self.out_of_time():
+                self.stopped = True
+                return
+            item = items[i]
+            i += 1
+            cand = self.simulated(item)
+            if cand is not None:
+                heapq.heappush(waiting, (cand.makespan_ms, cand.added_compute_ms, item.tie, pushed, cand))
+                pushed += 1
+
+    def simulated(self, item: _Work) -> PlanCandidate | None:
+        """A plan's graph scheduled and simulated (None: the policy could not schedule it). Runs are
+        cached by graph and schedule: a plan met again costs nothing."""
+        sched = self.schedule_of(item)
+        if sched is None:
+            return None
+        graph = self.graph_of(item)
+        key = (tuple((n.id, n.inputs, n.after) for n in graph.nodes), sched)
+        if key not in self.runs:
+            self.evaluated += 1
+            recomputed = recomputations(graph)
+            added = sum(self.ctx.cost.op_time_ms(graph, n) for n in recomputed)
+            self.runs[key] = [simulate(graph, sched, self.ctx.cost), None, added, len(recomputed)]
+        timeline, wc, added, count = self.runs[key]
+        return PlanCandidate(
+            graph, sched, timeline, wc, added, count, item.level, item.lane.reference, item.round, item.result,
+            item.lane.cap,
+        )  # fmt: skip
+
+    def prove(self, cand: PlanCandidate, tie: tuple, *, force: bool = False) -> PlanCandidate:
+        """``cand`` with its worst case, proven unless its host-order peak (a timing every schedule
+        allows) is already over the budget (``force``: proven anyway); then considered."""
+        if cand.worst_case is None or (force and cand.worst_case.method == STOPPED_METHOD):
+            key = (tuple((n.id, n.inputs, n.after) for n in cand.graph.nodes), cand.schedule)
+            run = self.runs.get(key)
+            wc = run[1] if run is not None else None
+            if force and wc is not None and wc.method == STOPPED_METHOD:
+                wc = None  # only known to exceed the budget: now its peak is wanted
+            if wc is None and (force or self._may_fit(cand)):
+                wc = self.worst_case(
+                    cand.graph,
+                    cand.schedule,
+                    stop_above_bytes=None if force else self.budget,
+                    timeline=cand.timeline,
+                )
+                if run is not None:
+                    run[1] = wc
+            cand = dataclasses.replace(cand, worst_case=wc)
+        self._note_smallest(cand)
+        self.consider(cand, tie)
+        return cand
+
+    def _may_fit(self, cand: PlanCandidate) -> bool:
+        if self.budget is None or cand.schedule.num_streams <= 1:
+            return True  # on one stream the worst case is the host-order peak: cheap anyway
+        host = self.resident_bytes + sequential_peak_bytes(cand.graph, cand.schedule.launch_order)
+        return host <= self.budget
+
+    def worst_case(
+        self,
+        graph: Graph,
+        schedule: StreamSchedule,
+        *,
+        stop_above_bytes: int | None = None,
+        timeline: Timeline | None = None,
+    ) -> WorstCasePeak:
+        """The worst case of a schedule (``stop_above_bytes``: once a timing is known to exceed
+        it — the budget — no more: the candidate cannot be the answer)."""
+        self.analyses += 1
+        return worst_case_peak(
+            graph,
+            schedule,
+            includes=self.includes,
+            time_limit_s=self.ctx.time_limit_s,
+            seed=self.ctx.seed,
+            stop_above_bytes=stop_above_bytes,
+            timeline=timeline,
+        )
 
     def consider(self, cand: PlanCandidate, tie: tuple) -> None:
         if cand.worst_case is None or self.budget is None or cand.peak_bytes > self.budget:
@@ -279,65 +620,28 @@ class _Search:
         if self.best is None or cand.rank(tie) < self.best[0].rank(self.best[1]):
             self.best = (cand, tie)
 
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
     def _note_smallest(self, cand: PlanCandidate) -> None:
         if cand.worst_case is not None and (
             self.smallest is None or cand.peak_bytes < self.smallest.peak_bytes
         ):
             self.smallest = cand
 
-    def chain(self, level: int, cap: int, name: str, lane: int, order: tuple[str, ...], rounds: int) -> None:
-        """Plan at ``level`` on ``order``, schedule under ``cap`` streams, and (joint mode) plan
-        again on the new schedule's order."""
-        for rnd in range(rounds):
-            problem = self.problem(order)
-            result = solve(
-                self.solver, problem, level, time_limit_s=self.ctx.time_limit_s, seed=self.ctx.seed
-            )
-            if not result.found:
-                return
-            cand = self.evaluate(rewrite(problem, result.sequence), level, cap, name, rnd, result)
-            if cand is None:
-                return
-            self.consider(cand, (-level, lane, rnd))
-            nxt = project(cand.schedule.launch_order, self.graph)
-            if nxt == order:
-                return
-            order = nxt
 
-    def evaluate(
-        self, graph: Graph, level: int, cap: int, name: str, rnd: int, result: SolverResult
-    ) -> PlanCandidate | None:
-        """Schedule, simulate and (when it could be the answer) prove a rewritten graph.
+def _within(ms: float, limit_ms: float) -> bool:
+    """``ms`` is not slower than ``limit_ms`` (up to rounding: sums taken in another order)."""
+    return ms <= limit_ms * (1 + _TOLERANCE) + _TOLERANCE
 
-        Results are cached by graph and schedule, so a plan met again (at another target,
-        or from another order) costs nothing and every chain runs the same whatever was
-        searched before it: the candidates of a target never depend on the budget.
-        """
-        gkey = tuple((n.id, n.inputs, n.after) for n in graph.nodes)
-        budget = MemoryBudget(level, includes=self.includes)
-        skey = (gkey, level, cap)
-        if skey not in self.schedules:
-            try:
-                ctx = self.policy_ctx.replace(budget=budget, max_streams=cap)
-                self.schedules[skey] = make_schedule(graph, self.policy, ctx)
-            except StreamplanError:
-                self.schedules[skey] = None  # a policy that cannot schedule this graph under the level
-        sched = self.schedules[skey]
-        if sched is None:
-            return None
-        key = (gkey, sched)
-        if key not in self.runs:
-            self.candidates += 1
-            recomputed = recomputations(graph)
-            added = sum(self.ctx.cost.op_time_ms(graph, n) for n in recomputed)
-            self.runs[key] = [simulate(graph, sched, self.ctx.cost), None, added, len(recomputed)]
-        run = self.runs[key]
-        timeline = run[0]
-        if run[1] is None and (self.best is None or timeline.makespan_ms <= self.best[0].makespan_ms):
-            run[1] = self.worst_case(graph, sched)  # it could be the answer: prove its peak
-        cand = PlanCandidate(graph, sched, timeline, run[1], run[2], run[3], level, name, rnd, result, cap)
-        self._note_smallest(cand)
-        return cand
+
+def _resident_bytes(graph: Graph, includes: Includes) -> int:
+    """Bytes of the inputs and parameters a figure counts (always live)."""
+    return sum(
+        st.nbytes
+        for st in graph.storages().values()
+        if (st.kind == "input" and includes.inputs) or (st.kind in PARAM_KINDS and includes.params)
+    )
 
 
 def _below_floor(budget_bytes: int, floor: PeakFloor, s: _Search, base: PlanCandidate) -> BudgetError:
@@ -348,6 +652,8 @@ def _below_floor(budget_bytes: int, floor: PeakFloor, s: _Search, base: PlanCand
         found += f" ({n} recomputation{'s' if n != 1 else ''}, {s.policy})"
     else:
         found += f" (no rematerialization, {s.policy})"
+    if s.stopped:
+        found += " before the search's time limit stopped it"
     return BudgetError(
         f"no plan fits a budget of {fmt_mib(budget_bytes)}: {found}; "
         f"no plan can go below {fmt_mib(floor.bytes)}: {floor.reason()}",

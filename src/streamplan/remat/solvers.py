@@ -10,9 +10,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from streamplan.errors import BudgetError
 from streamplan.remat.problem import RematProblem
+
+if TYPE_CHECKING:
+    from streamplan.remat.scalable import Pruned
 from streamplan.remat.solution import SolverResult
 
 SolverFn = Callable[..., SolverResult]
@@ -54,6 +58,48 @@ def solver_info(name: str) -> SolverInfo:
             f"unknown rematerialization solver {name!r}", hint=f"choose one of: {', '.join(SOLVERS)}"
         )
     return info
+
+
+class Ladder:
+    """A solver's plans at the rungs of one ladder of targets on one problem, made on demand
+    and cached. The scalable solver plans the whole ladder in one descent (``scalable.Descent``),
+    the others solve each rung on its own; with ``start`` (``scalable.Pruned``: a given plan),
+    each rung's plan is that plan pruned to the rung, whatever the solver."""
+
+    def __init__(
+        self,
+        name: str,
+        problem: RematProblem,
+        rungs: tuple[int, ...],
+        *,
+        time_limit_s: float = 10.0,
+        seed: int = 0,
+        start: Pruned | None = None,
+    ):
+        solver_info(name)
+        self.name = name
+        self.problem = problem
+        self.rungs = tuple(sorted(set(rungs), reverse=True))
+        self.time_limit_s = time_limit_s
+        self.seed = seed
+        self._plans: dict[int, SolverResult] = {}
+        self._descent = None
+        if start is not None:  # a given plan, pruned to each rung
+            self._descent = start
+        elif name == DEFAULT_SOLVER:
+            from streamplan.remat.scalable import Descent
+
+            self._descent = Descent(problem, self.rungs, time_limit_s=time_limit_s)
+
+    def plan(self, rung: int) -> SolverResult:
+        """The plan at ``rung`` (one of the ladder's)."""
+        if self._descent is not None:
+            return self._descent.plan(rung)
+        if rung not in self._plans:
+            self._plans[rung] = solve(
+                self.name, self.problem, rung, time_limit_s=self.time_limit_s, seed=self.seed
+            )
+        return self._plans[rung]
 
 
 def solve(

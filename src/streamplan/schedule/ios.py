@@ -38,6 +38,7 @@ from streamplan.schedule.options import whole
 
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
 BLOCK_BUDGET = 60_000  # stage candidates one block may try before it is halved
+SEARCH_SHARE = 0.8  # of the context's time limit for the blocks' DP; the rest: the final simulations
 
 
 class _OverBudget(Exception):
@@ -65,7 +66,11 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     ``r`` and ``block_ops`` count what IOS counts (its graphs have those fused).
     ``ctx.cost`` (a device profile or a measured table) times every candidate stage.
     Wide blocks whose DP exceeds ``BLOCK_BUDGET`` candidates are halved
-    (``meta["halved_blocks"]``), which keeps randwire/nasnet searches to seconds.
+    (``meta["halved_blocks"]``), which keeps randwire/nasnet searches to seconds. The
+    blocks' search keeps to ``SEARCH_SHARE`` of ``ctx.time_limit_s``: each block gets its
+    share of the time left and is halved (down to single units: one stream) when its DP
+    would take longer (``meta["timed_out_blocks"]``), so a 10,000-op training step is
+    scheduled within the time limit.
     ``meta`` holds ``stages`` (lists of groups of op ids), ``search_time_s``,
     ``blocks``, ``units``, ``predicted_ms`` (the simulated makespan), ``sequential_ms``
     and ``truncated_states``. Should the full simulation of the stage schedule come
@@ -86,9 +91,13 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
     search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap, supply=model.device_facts.supply)
+    deadline = t0 + SEARCH_SHARE * ctx.time_limit_s
     for k, block in enumerate(blocks):
         ctx.progress("ios search (blocks)", k, len(blocks))
-        stages.extend(search.run(block))
+        # each block may take its share of the time left; one that would take longer is halved
+        search.timed = False
+        stages.extend(search.run(block, max(0.0, deadline - time.perf_counter()) / (len(blocks) - k)))
+        search.timed_out += search.timed
     ctx.progress("ios search (blocks)", len(blocks), len(blocks))
     schedule = _to_schedule(graph, stages, max_streams)
     predicted = simulate(graph, schedule, model).makespan_ms
@@ -113,6 +122,7 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         "s": groups_cap,
         "truncated_states": search.truncated,
         "halved_blocks": search.halved,
+        "timed_out_blocks": search.timed_out,
         "predicted_ms": predicted,
         "sequential_ms": sequential_ms,
         "fallback_sequential": fallback,
@@ -192,21 +202,30 @@ class _BlockSearch:
         self.truncated = 0
         self.halved = 0
         self.budget = BLOCK_BUDGET
+        self.stop_at: float | None = None
+        self.timed = False  # the current block was halved for time
+        self.timed_out = 0
 
-    def run(self, block: list[int]) -> list[list[list[int]]]:
+    def run(self, block: list[int], seconds: float | None = None) -> list[list[list[int]]]:
         """Stages (groups of graph positions, in run order) for one block of units.
 
         A block whose DP would take more than ``BLOCK_BUDGET`` stage candidates (a wide
         block: the state count grows like (length/width)^width) is halved and each half
-        solved on its own, which bounds the search time at some loss of overlap.
+        solved on its own, which bounds the search time at some loss of overlap. So is one
+        that takes more than ``seconds`` (each half then gets half the time left).
         """
         self.budget = BLOCK_BUDGET
+        self.stop_at = None if seconds is None else time.perf_counter() + seconds
         try:
             return self._run(block)
         except _OverBudget:
             self.halved += 1
             half = len(block) // 2
-            return self.run(block[:half]) + self.run(block[half:])
+            left = None
+            if self.stop_at is not None:
+                self.timed = self.timed or time.perf_counter() > self.stop_at
+                left = max(0.0, self.stop_at - time.perf_counter()) / 2
+            return self.run(block[:half], left) + self.run(block[half:], left)
 
     def _run(self, block: list[int]) -> list[list[list[int]]]:
         k = len(block)
@@ -239,7 +258,8 @@ class _BlockSearch:
         best = (float("inf"), 0, [])
         endings = self._endings(state)
         self.budget -= len(endings)
-        if self.budget < 0 and len(self.block) > 1:
+        over_time = self.stop_at is not None and time.perf_counter() > self.stop_at
+        if (self.budget < 0 or over_time) and len(self.block) > 1:
             raise _OverBudget
         for ending in endings:
             stage_ms, groups = self._stage(ending)

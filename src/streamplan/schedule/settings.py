@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamplan.cost.opcost import CostModel
+from streamplan.cost.profile import DeviceProfile
 from streamplan.errors import ModelSpecError, ScheduleError
 from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.includes import Includes
@@ -36,7 +37,7 @@ class Settings:
     """What an analysis is run under (every field has a default).
 
     - ``device``: a device profile's name (``v100``, ``a100``, ``h100``, ``h200``, ``cpu``)
-      or the path of a profile JSON; ``measured``: a measured op table (a path) whose times
+      or the path of a profile JSON (`streamplan calibrate`), or a ``DeviceProfile``; ``measured``: a measured op table (a path) whose times
       replace the profile's where it has them; ``cuda_graphs``: the schedule replayed as
       one CUDA graph.
     - ``max_streams``: the cap on streams any policy may use.
@@ -51,7 +52,7 @@ class Settings:
       not checked).
     """
 
-    device: str = "v100"
+    device: str | DeviceProfile = "v100"
     measured: str | None = None
     cuda_graphs: bool = False
     max_streams: int = 8
@@ -65,8 +66,12 @@ class Settings:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        if not isinstance(self.device, str) or not self.device:
-            raise ScheduleError(f"device must be a profile name or a profile file, got {self.device!r}")
+        if not isinstance(self.device, DeviceProfile) and (
+            not isinstance(self.device, str) or not self.device
+        ):
+            raise ScheduleError(
+                f"device must be a profile name, a profile file or a DeviceProfile, got {self.device!r}"
+            )
         if self.measured is not None and not isinstance(self.measured, str):
             set_(self, "measured", str(self.measured))
         set_(self, "cuda_graphs", bool(self.cuda_graphs))
@@ -112,6 +117,11 @@ class Settings:
             )
         return names
 
+    @property
+    def device_name(self) -> str:
+        """The device profile's name (a profile file's or a ``DeviceProfile``'s own name as given)."""
+        return self.device.name if isinstance(self.device, DeviceProfile) else self.device
+
     def replace(self, **changes: Any) -> Settings:
         """These settings with ``changes`` (checked as a new ``Settings`` is)."""
         return dataclasses.replace(self, **changes)
@@ -152,7 +162,7 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready values (the budget as its text form)."""
         return {
-            "device": self.device,
+            "device": self.device_name,
             "measured": self.measured,
             "cuda_graphs": self.cuda_graphs,
             "max_streams": self.max_streams,
