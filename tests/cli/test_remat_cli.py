@@ -84,23 +84,23 @@ def test_a_checkpointing_policy_priced_through_the_cli(tmp_path):
 
     g = tmp_path / "blocks.json"
     g.write_text(dumps(block_graph("adam")))
-    r = sp(
+    r = cli(
         "remat", str(g), "--checkpointing", "full", "--policy", "sequential", "--max-streams", "1", "--json"
     )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["solver"] == "full activation checkpointing" and d["recomputed_flops"] > 0
     assert d["worst_case_peak_bytes"] < d["baseline_worst_case_peak_bytes"]
-    text = sp("remat", str(g), "--checkpointing", "selective", "--policy", "sequential")
+    text = cli("remat", str(g), "--checkpointing", "selective", "--policy", "sequential")
     assert text.returncode == 0 and "selective activation checkpointing" in text.stdout
-    assert_user_error(sp("remat", "random-train:8"), "either --budget")
-    assert_user_error(sp("remat", str(g), "--budget", "0.5x", "--checkpointing", "full"), "either --budget")
-    assert_user_error(sp("remat", str(g), "--checkpointing", "most"), "unknown checkpointing policy")
-    assert_user_error(sp("remat", "random-train:8", "--checkpointing", "full"), "not a training step")
+    assert_user_error(cli("remat", "random-train:8"), "either --budget")
+    assert_user_error(cli("remat", str(g), "--budget", "0.5x", "--checkpointing", "full"), "either --budget")
+    assert_user_error(cli("remat", str(g), "--checkpointing", "most"), "unknown checkpointing policy")
+    assert_user_error(cli("remat", "random-train:8", "--checkpointing", "full"), "not a training step")
 
 
 def test_the_search_time_limit_answers_with_what_it_has():
-    r = sp(
+    r = cli(
         "remat",
         "random-train:12",
         "--budget",
@@ -115,7 +115,7 @@ def test_the_search_time_limit_answers_with_what_it_has():
         assert json.loads(r.stdout)["search_complete"] is False
     else:
         assert_user_error(r, "time limit stopped it")
-    full = sp(
+    full = cli(
         "remat",
         "random-train:12",
         "--budget",

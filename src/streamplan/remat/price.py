@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from streamplan.cost.simulate import simulate
 from streamplan.ir.graph import Graph
-from streamplan.memory.liveness import Includes
+from streamplan.ir.includes import Includes
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.remat.checkpoint import checkpoint_plan
 from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem, evaluate
 from streamplan.remat.rewrite import recomputations, rewrite
-from streamplan.remat.search import ONE_STREAM_ORDER, UPDATES_EARLY_ORDER, Candidate
+from streamplan.remat.search import ONE_STREAM_ORDER, UPDATES_EARLY_ORDER, PlanCandidate
 from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import make_schedule
 
 
 def price(
     problem: RematProblem, seq: tuple[int, ...], *, policy: str, ctx: ScheduleContext, reference: str
-) -> Candidate:
+) -> PlanCandidate:
     """Plan ``seq`` of ``problem`` as a scheduled, simulated candidate with its worst case."""
     graph = rewrite(problem, seq)
     sched = make_schedule(graph, policy, ctx)
@@ -30,14 +30,13 @@ def price(
     wc = worst_case_peak(
         graph,
         sched,
-        include_inputs=inc.inputs,
-        include_params=inc.params,
+        includes=inc,
         time_limit_s=ctx.time_limit_s,
         seed=ctx.seed,
     )
     recomputed = recomputations(graph)
     added = sum(ctx.cost.op_time_ms(graph, n) for n in recomputed)
-    return Candidate(
+    return PlanCandidate(
         graph,
         sched,
         simulate(graph, sched, ctx.cost),
@@ -52,7 +51,7 @@ def price(
 
 def price_checkpointing(
     graph: Graph, checkpointing: str, *, policy: str, ctx: ScheduleContext, includes: Includes = Includes()
-) -> Candidate:
+) -> PlanCandidate:
     """The activation-checkpointing policy ``checkpointing`` (``full``, ``selective``) as a plan,
     priced on the graph's order and, for a step with an optimizer, on the updates-early order
     (each update right after its gradient, as the search may also use): the lower peak, then
@@ -61,7 +60,7 @@ def price_checkpointing(
     early = updates_early(graph)
     if early is not None:
         orders.append((UPDATES_EARLY_ORDER, early))
-    best: Candidate | None = None
+    best: PlanCandidate | None = None
     for name, order in orders:
         problem = RematProblem.build(graph, order, ctx.cost, includes)
         seq = checkpoint_plan(problem, checkpointing)

@@ -51,9 +51,8 @@ from streamplan.cost.simulate import simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import BudgetError, StreamplanError
 from streamplan.ir.graph import Graph
+from streamplan.ir.includes import PARAM_KINDS, Includes
 from streamplan.ir.schedule import StreamSchedule
-from streamplan.ir.includes import Includes
-from streamplan.memory.liveness import PARAM_KINDS
 from streamplan.memory.worst_case import STOPPED_METHOD, WorstCasePeak, worst_case_peak
 from streamplan.remat.bound import MakespanBound
 from streamplan.remat.budget import PeakFloor, fmt_mib, peak_floor
