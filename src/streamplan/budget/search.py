@@ -108,8 +108,9 @@ class BudgetSearch:
             if deadline is not None and self.runs and time.perf_counter() > deadline:
                 break  # out of time: the policies run so far are the candidates
             self.ctx.progress(f"budget: {p} schedule", None, None)
-            if p == "memory" and self.floor is not None:
-                s = make_schedule_like(self.graph, self.floor.schedule)  # the floor is that order
+            if self.floor is not None and p == self.floor.schedule.policy:
+                # the floor is the memory-optimal policy's own order: computed once, reused
+                s = make_schedule_like(self.graph, self.floor.schedule)
             else:
                 ctx = self._plain_ctx
                 if deadline is not None:  # a searching policy (ios) gets the time left, not more
