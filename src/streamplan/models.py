@@ -594,6 +594,10 @@ def _load_user(
         targets = (targets,)
     if loss_fn is not None and not callable(loss_fn):
         raise ModelSpecError(f"the loss function {func_name}() returned is not callable", where=spec)
+    if hasattr(module, "config"):
+        from streamplan.frontends.torch_capture import drop_kv_cache
+
+        drop_kv_cache(module)  # captured and run alike: tensors out, no KV cache object
     if batch is not None:
         inputs = _rebatch(inputs, batch, fake=fake)
         targets = _rebatch(tuple(targets), batch, fake=fake)

@@ -166,11 +166,33 @@ def _quiet() -> Iterator[None]:
         logging.disable(previous)
 
 
+def drop_kv_cache(module: torch.nn.Module) -> bool:
+    """Turn off a transformers model's KV cache (``config.use_cache``): its forward then returns
+    tensors only, not a ``Cache`` object torch.export cannot return (and a planned forward pass
+    has no use for). True when it was on."""
+    config = getattr(module, "config", None)
+    if getattr(config, "use_cache", False) is True:
+        config.use_cache = False
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _kv_cache_off(module: torch.nn.Module) -> Iterator[None]:
+    """``drop_kv_cache`` while tracing, the user's setting restored afterwards."""
+    was_on = drop_kv_cache(module)
+    try:
+        yield
+    finally:
+        if was_on:
+            module.config.use_cache = True
+
+
 def _export(module: torch.nn.Module, args: tuple, kwargs: dict, name: str) -> Any:
     from streamplan.frontends.fullsize import faked_module, has_meta_state
 
     try:
-        with _quiet():
+        with _quiet(), _kv_cache_off(module):
             if has_meta_state(module):  # a full-size model on the meta device: trace it as fake CPU tensors
                 with faked_module(module, args, kwargs) as (fake_args, fake_kwargs):
                     return torch.export.export(module, fake_args, fake_kwargs, strict=False)
