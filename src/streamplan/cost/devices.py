@@ -125,10 +125,6 @@ _GPU_SOURCES = (
 GPU_CONSTANTS = GpuConstants()
 
 
-def _gpu(spec: DeviceProfile) -> DeviceProfile:
-    return GPU_CONSTANTS.apply(spec)
-
-
 # Device memory. Totals are what the driver reports (nvidia-smi's MiB = torch's total_memory /
 # 2**20), not the marketing GB: an "80 GB" H100 reports 81,559 MiB. The CUDA context (driver state,
 # the kernels of torch, cuBLAS and cuDNN loaded lazily) takes about 0.5 GiB before the first tensor;
@@ -150,161 +146,115 @@ def _memory(total_mib: int, *, hopper: bool = False) -> dict[str, float | int]:
     }
 
 
+def _gpu(
+    name: str,
+    summary: str,
+    *,
+    sms: int,
+    tflops: dict[str, float],
+    bandwidth_gb_s: float,
+    links: tuple[str, str],
+    memory_mib: int,
+    hopper: bool = False,
+) -> DeviceProfile:
+    """A GPU from its spec sheet (dense peak TFLOP/s by precision class, DRAM GB/s, the links
+    between devices within and across nodes, the driver's memory total), with the shared
+    constants applied. TF32 tensor cores (Ampere and later) also run fp32 convolutions."""
+    return GPU_CONSTANTS.apply(
+        DeviceProfile(
+            name,
+            summary,
+            sms=sms,
+            peak_flops={k: v * TERA for k, v in tflops.items()},
+            mem_bw_bytes_per_s=bandwidth_gb_s * GIGA,
+            launch_overhead_ms=0.0,
+            kernel_fixed_ms=0.0,
+            conv_tf32="tf32" in tflops,
+            interconnect=interconnect(*links),
+            **_memory(memory_mib, hopper=hopper),
+        )
+    )
+
+
+_HOPPER = {"fp32": 67, "tf32": 494.7, "fp16": 989, "bf16": 989, "fp64": 67}  # H100 and H200 compute
+_A100 = {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "fp64": 19.5}
+
 _BUILTIN: dict[str, DeviceProfile] = {
     "v100": _gpu(
-        DeviceProfile(
-            "v100",
-            "NVIDIA V100 SXM2 16GB (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
-            sms=80,
-            peak_flops={"fp32": 15.7 * TERA, "fp16": 125 * TERA, "fp64": 7.8 * TERA},
-            mem_bw_bytes_per_s=900 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            interconnect=interconnect("nvlink2", "ib-hdr"),
-            **_memory(16_160),
-        )
+        "v100",
+        "NVIDIA V100 SXM2 16GB (80 SMs, 15.7 TFLOP/s fp32, 125 fp16 tensor, 900 GB/s)",
+        sms=80,
+        tflops={"fp32": 15.7, "fp16": 125, "fp64": 7.8},
+        bandwidth_gb_s=900,
+        links=("nvlink2", "ib-hdr"),
+        memory_mib=16_160,
     ),
     "a100": _gpu(
-        DeviceProfile(
-            "a100",
-            "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
-            sms=108,
-            peak_flops={
-                "fp32": 19.5 * TERA,
-                "tf32": 156 * TERA,
-                "fp16": 312 * TERA,
-                "bf16": 312 * TERA,
-                "fp64": 19.5 * TERA,
-            },
-            mem_bw_bytes_per_s=1555 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("nvlink3", "ib-hdr"),
-            **_memory(40_960),
-        )
+        "a100",
+        "NVIDIA A100 SXM4 40GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 1.555 TB/s)",
+        sms=108,
+        tflops=_A100,
+        bandwidth_gb_s=1555,
+        links=("nvlink3", "ib-hdr"),
+        memory_mib=40_960,
     ),
     "h100": _gpu(
-        DeviceProfile(
-            "h100",
-            "NVIDIA H100 SXM5 80GB (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
-            sms=132,
-            peak_flops={
-                "fp32": 67 * TERA,
-                "tf32": 494.7 * TERA,
-                "fp16": 989 * TERA,
-                "bf16": 989 * TERA,
-                "fp64": 67 * TERA,
-            },
-            mem_bw_bytes_per_s=3350 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("nvlink4", "ib-ndr"),
-            **_memory(81_559, hopper=True),
-        )
+        "h100",
+        "NVIDIA H100 SXM5 80GB (132 SMs, 67 fp32, 495 tf32, 989 fp16/bf16, 3.35 TB/s)",
+        sms=132,
+        tflops=_HOPPER,
+        bandwidth_gb_s=3350,
+        links=("nvlink4", "ib-ndr"),
+        memory_mib=81_559,
+        hopper=True,
     ),
     "h200": _gpu(
-        DeviceProfile(
-            "h200",
-            "NVIDIA H200 SXM 141GB (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
-            sms=132,
-            peak_flops={
-                "fp32": 67 * TERA,
-                "tf32": 494.7 * TERA,
-                "fp16": 989 * TERA,
-                "bf16": 989 * TERA,
-                "fp64": 67 * TERA,
-            },
-            mem_bw_bytes_per_s=4800 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("nvlink4", "ib-ndr"),
-            **_memory(143_771, hopper=True),
-        )
+        "h200",
+        "NVIDIA H200 SXM 141GB (132 SMs, H100 compute, 4.8 TB/s HBM3e)",
+        sms=132,
+        tflops=_HOPPER,
+        bandwidth_gb_s=4800,
+        links=("nvlink4", "ib-ndr"),
+        memory_mib=143_771,
+        hopper=True,
     ),
     "a100-80gb": _gpu(
-        DeviceProfile(
-            "a100-80gb",
-            "NVIDIA A100 SXM4 80GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 2.039 TB/s)",
-            sms=108,
-            peak_flops={
-                "fp32": 19.5 * TERA,
-                "tf32": 156 * TERA,
-                "fp16": 312 * TERA,
-                "bf16": 312 * TERA,
-                "fp64": 19.5 * TERA,
-            },
-            mem_bw_bytes_per_s=2039 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("nvlink3", "ib-hdr"),
-            **_memory(81_920),
-        )
+        "a100-80gb",
+        "NVIDIA A100 SXM4 80GB (108 SMs, 19.5 fp32, 156 tf32, 312 fp16/bf16, 2.039 TB/s)",
+        sms=108,
+        tflops=_A100,
+        bandwidth_gb_s=2039,
+        links=("nvlink3", "ib-hdr"),
+        memory_mib=81_920,
     ),
     # Ada Lovelace / Ampere cards users fit models on: dense tensor rates with fp32 accumulation
     # (what PyTorch's bf16/fp16 matmuls use), from NVIDIA's L4 datasheet and Ada/Ampere whitepapers.
     "l4": _gpu(
-        DeviceProfile(
-            "l4",
-            "NVIDIA L4 24GB (58 SMs, 30.3 fp32, 60 tf32, 121 fp16/bf16, 300 GB/s)",
-            sms=58,
-            peak_flops={
-                "fp32": 30.3 * TERA,
-                "tf32": 60 * TERA,
-                "fp16": 121 * TERA,
-                "bf16": 121 * TERA,
-                "fp64": 0.47 * TERA,
-            },
-            mem_bw_bytes_per_s=300 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("pcie4", "roce-200"),
-            **_memory(23_034),
-        )
+        "l4",
+        "NVIDIA L4 24GB (58 SMs, 30.3 fp32, 60 tf32, 121 fp16/bf16, 300 GB/s)",
+        sms=58,
+        tflops={"fp32": 30.3, "tf32": 60, "fp16": 121, "bf16": 121, "fp64": 0.47},
+        bandwidth_gb_s=300,
+        links=("pcie4", "roce-200"),
+        memory_mib=23_034,
     ),
     "rtx4090": _gpu(
-        DeviceProfile(
-            "rtx4090",
-            "NVIDIA GeForce RTX 4090 24GB (128 SMs, 82.6 fp32, 82.6 tf32, 165 fp16/bf16, 1.008 TB/s)",
-            sms=128,
-            peak_flops={
-                "fp32": 82.6 * TERA,
-                "tf32": 82.6 * TERA,
-                "fp16": 165.2 * TERA,
-                "bf16": 165.2 * TERA,
-                "fp64": 1.29 * TERA,
-            },
-            mem_bw_bytes_per_s=1008 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("pcie4", "roce-200"),
-            **_memory(24_564),
-        )
+        "rtx4090",
+        "NVIDIA GeForce RTX 4090 24GB (128 SMs, 82.6 fp32, 82.6 tf32, 165 fp16/bf16, 1.008 TB/s)",
+        sms=128,
+        tflops={"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2, "fp64": 1.29},
+        bandwidth_gb_s=1008,
+        links=("pcie4", "roce-200"),
+        memory_mib=24_564,
     ),
     "rtx3090": _gpu(
-        DeviceProfile(
-            "rtx3090",
-            "NVIDIA GeForce RTX 3090 24GB (82 SMs, 35.6 fp32, 35.6 tf32, 71 fp16/bf16, 936 GB/s)",
-            sms=82,
-            peak_flops={
-                "fp32": 35.6 * TERA,
-                "tf32": 35.6 * TERA,
-                "fp16": 71 * TERA,
-                "bf16": 71 * TERA,
-                "fp64": 0.56 * TERA,
-            },
-            mem_bw_bytes_per_s=936 * GIGA,
-            launch_overhead_ms=0.0,
-            kernel_fixed_ms=0.0,
-            conv_tf32=True,
-            interconnect=interconnect("pcie4", "roce-200"),
-            **_memory(24_576),
-        )
+        "rtx3090",
+        "NVIDIA GeForce RTX 3090 24GB (82 SMs, 35.6 fp32, 35.6 tf32, 71 fp16/bf16, 936 GB/s)",
+        sms=82,
+        tflops={"fp32": 35.6, "tf32": 35.6, "fp16": 71, "bf16": 71, "fp64": 0.56},
+        bandwidth_gb_s=936,
+        links=("pcie4", "roce-200"),
+        memory_mib=24_576,
     ),
     # A generic 16-core AVX2 server CPU; "streams" are threads, a core is one "SM".
     # Calibrated on streamplan's own CPU runtime (one worker thread per stream, torch at one

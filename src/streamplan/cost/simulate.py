@@ -109,14 +109,16 @@ def simulate(
     share queues). Raises ``ScheduleError`` when the schedule does not match the
     graph, waits on an op launched later, or deadlocks.
     """
-    with _gc_paused():
+    with gc_paused():
         return _simulate(graph, schedule, resolve_cost(cost), max_queues)
 
 
 @contextlib.contextmanager
-def _gc_paused():
-    """The simulator allocates millions of small objects that all stay alive until it returns;
-    the cyclic collector would rescan them again and again (super-linear at 100k ops)."""
+def gc_paused():
+    """The cyclic garbage collector paused for a computation that allocates millions of small
+    objects which all stay alive until it returns and make almost no reference cycles (the
+    simulator, the remat search): the collector would rescan them again and again
+    (super-linear at 100k ops)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -18,7 +18,7 @@ from streamplan.ir.graph import Graph, Node, Role
 from streamplan.ir.training import TrainingStep, training_step
 from streamplan.ir.verify import verify
 from streamplan.parallel.emit import COMM_STREAM, REDUCE, Emitter, renamed_inputs
-from streamplan.parallel.fsdp import GROUP, TRANSPOSING_VIEWS, _base
+from streamplan.parallel.fsdp import GROUP
 from streamplan.parallel.plan import ParallelPlan
 
 
@@ -49,21 +49,7 @@ def ddp_rank_program(graph: Graph, plan: ParallelPlan) -> Graph:
         dtype = graph.values[bucket[0]].dtype
         emitted, flat = [], []
         for g in bucket:
-            gv = graph.values[g]
-            prod = graph.producer(g)
-            if gv.is_alias and prod is not None and _base(graph.node(prod).op) in TRANSPOSING_VIEWS:
-                out = em.value(f"{g}.flat", (numel(gv.shape),), gv.dtype)
-                node = Node(
-                    em.fresh(f"{g}.flat"),
-                    "aten.reshape.default",
-                    (g,),
-                    (out,),
-                    {"args": [{"$v": g}, [numel(gv.shape)]], "kwargs": {}, COMM_STREAM: REDUCE},
-                    bytes_read=gv.nbytes,
-                    bytes_written=gv.nbytes,
-                )
-            else:
-                node = em.flatten(gv, f"{g}.flat", **{COMM_STREAM: REDUCE})
+            node = em.flat_gradient(graph, g)
             emitted.append(node)
             flat.append(node.outputs[0])
         count = sum(numel(graph.values[g].shape) for g in bucket)

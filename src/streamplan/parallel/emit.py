@@ -13,10 +13,17 @@ from typing import Any
 
 from streamplan.frontends.argcodec import tensor_ref
 from streamplan.ir.dtypes import itemsize, numel
-from streamplan.ir.graph import Node, Value
+from streamplan.ir.graph import Graph, Node, Value
 
 COMM_STREAM = "comm_stream"  # node attr: which communication stream the overlap policy puts it on
 UNSHARD, REDUCE = "unshard", "reduce"
+TRANSPOSING_VIEWS = ("permute", "t", "transpose", "numpy_T", "expand", "as_strided")
+
+
+def base_op(op: str) -> str:
+    """An ATen op's name without namespace and overload (``aten.permute.default`` -> ``permute``)."""
+    parts = op.split(".")
+    return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> list[int]:
@@ -82,6 +89,25 @@ class Emitter:
             (out,),
             {"args": args, "kwargs": {}, **attrs},
         )
+
+    def flat_gradient(self, graph: Graph, g: str) -> Node:
+        """Gradient ``g`` as one dimension, on the reduction stream: a view of its storage, or a
+        copy (``aten.reshape``) when it is a transposing view, as accumulating into a contiguous
+        ``.grad`` makes one."""
+        gv = graph.values[g]
+        prod = graph.producer(g)
+        if gv.is_alias and prod is not None and base_op(graph.node(prod).op) in TRANSPOSING_VIEWS:
+            out = self.value(f"{g}.flat", (numel(gv.shape),), gv.dtype)
+            return Node(
+                self.fresh(f"{g}.flat"),
+                "aten.reshape.default",
+                (g,),
+                (out,),
+                {"args": [{"$v": g}, [numel(gv.shape)]], "kwargs": {}, COMM_STREAM: REDUCE},
+                bytes_read=gv.nbytes,
+                bytes_written=gv.nbytes,
+            )
+        return self.flatten(gv, f"{g}.flat", **{COMM_STREAM: REDUCE})
 
     def zeros(self, count: int, dtype: str, stem: str, **attrs: Any) -> Node:
         out = self.value(stem, (count,), dtype)

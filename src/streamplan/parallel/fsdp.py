@@ -41,7 +41,6 @@ from streamplan.parallel.plan import ParallelPlan
 from streamplan.parallel.units import wrapping_units
 
 GROUP = "dp"
-TRANSPOSING_VIEWS = ("permute", "t", "transpose", "numpy_T", "expand", "as_strided")
 
 
 def fsdp_rank_program(graph: Graph, plan: ParallelPlan) -> Graph:
@@ -158,22 +157,7 @@ def fsdp_rank_program(graph: Graph, plan: ParallelPlan) -> Graph:
         emitted, flat = [], []
         dtype = graph.values[params[0]].dtype
         for g in grads:
-            gv = graph.values[g]
-            prod = graph.producer(g)
-            transposed = gv.is_alias and prod is not None and _base(graph.node(prod).op) in TRANSPOSING_VIEWS
-            if transposed:  # a copy, as accumulating into a contiguous .grad makes one
-                out = em.value(f"{g}.flat", (numel(gv.shape),), gv.dtype)
-                node = Node(
-                    em.fresh(f"{g}.flat"),
-                    "aten.reshape.default",
-                    (g,),
-                    (out,),
-                    {"args": [{"$v": g}, [numel(gv.shape)]], "kwargs": {}, COMM_STREAM: REDUCE},
-                    bytes_read=gv.nbytes,
-                    bytes_written=gv.nbytes,
-                )
-            else:
-                node = em.flatten(gv, f"{g}.flat", **{COMM_STREAM: REDUCE})
+            node = em.flat_gradient(graph, g)
             emitted.append(node)
             flat.append(node.outputs[0])
         layout_entry = next(x for x in layout if x["unit"] == unit)
@@ -221,11 +205,6 @@ def _with_storage(v, storage: str):
     import dataclasses
 
     return dataclasses.replace(v, storage=storage)
-
-
-def _base(op: str) -> str:
-    parts = op.split(".")
-    return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
 
 
 def _param_aliases(graph: Graph, params: set[str], opt_at: int) -> dict[str, list[str]]:

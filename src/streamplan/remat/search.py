@@ -38,16 +38,14 @@ evaluation early (``RematSearch.complete`` is then False and the guarantee is of
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import heapq
 import math
 import time
 from dataclasses import dataclass, field
 
 from streamplan.budget.cached import CachedCost
-from streamplan.cost.simulate import simulate
+from streamplan.cost.simulate import gc_paused, simulate
 from streamplan.cost.timeline import Timeline
 from streamplan.errors import BudgetError, StreamplanError
 from streamplan.ir.graph import Graph
@@ -170,25 +168,11 @@ def search(
     ``BudgetError`` (with the smallest peak found and why no plan goes lower) when nothing
     fits.
     """
-    with _gc_paused():
+    with gc_paused():
         return _search(
             graph, budget, policy, solver, ctx or DEFAULT_CONTEXT, includes, levels, rounds, joint,
             policy_time_limit_s, search_time_limit_s,
         )  # fmt: skip
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """A search on a 10,000-op step keeps millions of small objects alive (graphs, plans, their
-    schedules and timelines) and makes almost no reference cycles: the cyclic collector would
-    rescan them all again and again (a third of the search's time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _search(
