@@ -100,6 +100,30 @@ def test_ctrl_c_stops_every_worker_promptly(graph_and_schedule, monkeypatch):
     assert not _workers()
 
 
+def test_ctrl_c_while_the_workers_start_is_still_an_interrupt(graph_and_schedule, monkeypatch):
+    """Ctrl-C between two workers' starts: the ones not started are not joined (joining one
+    raised RuntimeError, an internal error instead of exit 130)."""
+    g, s = graph_and_schedule
+    real_start = threading.Thread.start
+    starts = []
+
+    def start(self):
+        if self.name.startswith("streamplan-s"):
+            starts.append(self.name)
+            if len(starts) == 2:
+                raise KeyboardInterrupt
+        return real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        run(g, s, repeat=1)
+    monkeypatch.undo()
+    deadline = time.monotonic() + 10
+    while _workers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _workers()
+
+
 def _spawn(args, *, ignore_sigint: bool):
     def child():
         signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)

@@ -250,7 +250,8 @@ def execute_cpu(
     except BaseException:  # Ctrl-C (KeyboardInterrupt) in the caller: stop the workers first
         state.abort.set()
         for t in threads:
-            t.join(ABORT_JOIN_S)
+            if t.ident is not None:  # the interrupt may come before every worker has started
+                t.join(ABORT_JOIN_S)
         raise
     if state.errors:
         raise state.errors[0]
