@@ -94,19 +94,21 @@ def test_every_verb_returns_a_hashable_value_that_prints_and_shows(seed_session,
         "remat": s.remat("0.9x"),
         "codegen": s.codegen("asap"),
         "report": s.report(["sequential", "asap"], pareto_points=0),
+        "run": s.run("asap", repeat=1),
     }
     for verb, r in results.items():
         assert r == r and isinstance(hash(r), int), verb
         assert json.dumps(r.to_dict(), default=str), verb
         text = str(r)
         assert text and not text.startswith(type(r).__name__ + "("), (verb, text[:80])
-        if verb != "pareto":  # the front is budget data below the application layer: text only
-            assert r._repr_html_().strip(), verb
+        assert r._repr_html_().strip(), verb
     table = results["compare"]._repr_html_()
     assert "<table" in table and ">asap<" in table and ">4.00<" in table  # the worst case, in MiB
     image = results["curve"]._repr_html_()
     assert image.startswith("<img") and "data:image/svg+xml;base64," in image
     assert "data:image/svg+xml" in results["memory"]._repr_html_()
+    front = results["pareto"]._repr_html_()
+    assert "<table" in front and ">front 1<" in front and ">sequential<" in front
 
 
 def test_saved_schedules_are_checked_with_notes_not_prints(seed_session, tmp_path):

@@ -15,6 +15,7 @@ import torch
 
 from streamplan.errors import ExecutionError, StreamplanError
 from streamplan.frontends.user_code import running_user_code
+from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.runtime.interpret import initial_env, params_from_module
@@ -35,6 +36,9 @@ class MeasuredOpMemory:
 
     scratch_bytes: Mapping[str, int]
     stream_workspace_bytes: int
+
+    def __post_init__(self) -> None:  # read-only, so a run's report is a hashable value
+        object.__setattr__(self, "scratch_bytes", FrozenDict(self.scratch_bytes))
 
 
 @dataclass(frozen=True)
