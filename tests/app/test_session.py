@@ -153,3 +153,15 @@ def test_a_training_step_without_a_loss_says_so_in_its_notes(tmp_path):
     assert streamplan.analyze("random:8", train=True).notes == ()
     with pytest.raises(ModelSpecError, match="needs --train"):
         streamplan.analyze("random:8", optimizer="adam")
+
+
+def test_explain_of_a_saved_fused_schedule_says_what_fusing_first_did(tmp_path):
+    s = streamplan.analyze("seed-concat", fusion="first")
+    path = tmp_path / "first.json"
+    path.write_text(s.schedule("asap").schedule.dumps())
+    from streamplan.report.views import explain_lines
+
+    result = s.explain(s.load_schedule(str(path)))
+    assert result.fusion is not None and result.fusion.stream_aware is not None
+    text = "\n".join(explain_lines(result))
+    assert "6 ops became 1 kernel before asap scheduled them" in text

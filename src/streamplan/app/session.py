@@ -209,6 +209,7 @@ class Session:
         made more of them coexist than under that schedule of the same kernels. A policy's run
         also says what fusion did to its parallelism."""
         from streamplan.fusion.plan import FusedSchedule, schedule_same_kernels
+        from streamplan.schedule.registry import POLICIES as registered_policies
 
         run = self._run(run)
         ctx = self.context()
@@ -219,7 +220,9 @@ class Session:
             planned = FusedSchedule(run.scheduled_graph(self.graph), run.schedule, run.fusion)
             base = schedule_same_kernels(self.graph, planned, vs, self.context(vs))
         result = explain_run(self.graph, run, ctx, vs_schedule=base)
-        if run.saved:  # a schedule in hand: no policy to say what fusing would have changed
+        if (
+            run.saved and run.policy not in registered_policies
+        ):  # no policy to say what fusing would have changed
             return result
         return dataclasses.replace(result, fusion=fusion_note(self.graph, run, ctx))
 

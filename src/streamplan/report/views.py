@@ -185,9 +185,13 @@ def _what_matched(r: RunReport) -> str:
 
 def fusion_line(mode: str, summary: dict) -> str:
     """``fusion stream-aware: 314 ops (313 kernels) run as 216 kernels, 97 of them fused``."""
+
+    def n(k: int, noun: str) -> str:
+        return f"{k} {noun}" + ("" if k == 1 else "s")
+
     return (
-        f"fusion {mode}: {summary['ops']} ops ({summary['kernels_unfused']} kernels) run as "
-        f"{summary['kernels']} kernels, {summary['fused_kernels']} of them fused"
+        f"fusion {mode}: {n(summary['ops'], 'op')} ({n(summary['kernels_unfused'], 'kernel')}) run as "
+        f"{n(summary['kernels'], 'kernel')}, {summary['fused_kernels']} of them fused"
         + (
             f", {summary['concats_in_place']} concatenations written in place"
             if summary["concats_in_place"]
