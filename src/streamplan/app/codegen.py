@@ -77,20 +77,11 @@ def codegen_run(
 ) -> GeneratedModule:
     """The module for a scheduled and simulated ``run`` of ``graph``.
 
-    A fused run is written over its kernels, each as its parts' ATen calls in order.
+    A fused run is written over its kernels, each as its parts' ATen calls in order. A rank
+    program (``--parallel``) is written with its collectives on one ``torch.distributed``
+    process group per communication stream and its host waits (``docs/codegen.md``).
     """
     graph = run.scheduled_graph(graph)
-    from streamplan.ir.collectives import collectives
-
-    comm = collectives(graph)
-    if comm or run.schedule.host_waits:
-        from streamplan.errors import UnsupportedError
-
-        raise UnsupportedError(
-            f"{graph.name} is one rank's program: code generation does not write collectives or host waits",
-            where=comm[0].id if comm else graph.name,
-            hint="run it with `streamplan run --train --parallel ...` (one gloo process per rank)",
-        )
     check_ops_exist(graph)
     predictions = predict(graph, run, ctx)
     s = run.schedule
