@@ -47,12 +47,12 @@ class Case:
 
 @pytest.fixture(scope="module")
 def fsdp() -> Case:
-    return Case("fsdp=2", "sgd")
+    return Case("fsdp=2", "adam")
 
 
 @pytest.fixture(scope="module")
 def ddp() -> Case:
-    return Case("ddp=2", "adam")
+    return Case("ddp=2", "momentum")
 
 
 def _forward_lines(source: str) -> list[str]:
@@ -148,25 +148,33 @@ def test_a_hand_edited_collective_is_refused(fsdp) -> None:
         generate_module(edited, fsdp.schedule)
 
 
-def _run_generated_ranks(case: Case, tmp_path: Path) -> list[dict[str, torch.Tensor]]:
-    """Each rank's outputs (by value id) from the generated module run in ``RANKS`` gloo
-    processes that import torch only (``helpers/codegen_rank.py``), on the runtime's inputs and
-    weights of every rank (its batch share; FSDP: its shards; DDP: the whole parameters)."""
+def _full_state(case: Case) -> dict[tuple[str, str], torch.Tensor]:
+    """The optimizer state of the whole parameters (the runtime's seeded state), by (name, slot)."""
     step = training_step(case.step_graph)
-    full_state = {
+    return {
         (case.step_graph.param_names[p], slot): t
         for v, t in run_state(case.step_graph).items()
         for p, slot in [step.optimizer_state[v]]
     }
+
+
+def _run_generated_ranks(case: Case, tmp_path: Path, whole: bool) -> list[dict[str, torch.Tensor]]:
+    """Each rank's outputs (by value id) from the generated module run in ``RANKS`` gloo
+    processes that import torch only (``helpers/codegen_rank.py``) on their share of the batch.
+    ``whole``: each rank is given the whole model's weights and optimizer state, by the names
+    ``load_weights`` takes, and cuts its FSDP shards itself; else the runtime's weights of each
+    rank (``weight_names``)."""
+    full_state = _full_state(case)
     module_state = {k: v.detach().clone() for k, v in case.problem.module.state_dict().items()}
     names = weight_names(case.graph)
     (tmp_path / "module.py").write_text(case.source)
     for r in range(RANKS):
-        params = _rank_params(case.graph, module_state, full_state, r, RANKS)
-        given = {
-            "inputs": run_inputs(case.graph, split_problem(case.problem, RANKS, r)),
-            "weights": {names[v]: t for v, t in params.items() if v in names},
-        }
+        if whole:
+            weights = module_state | {f"optimizer_state.{p}.{slot}": t for (p, slot), t in full_state.items()}
+        else:
+            params = _rank_params(case.graph, module_state, full_state, r, RANKS)
+            weights = {names[v]: t for v, t in params.items() if v in names}
+        given = {"inputs": run_inputs(case.graph, split_problem(case.problem, RANKS, r)), "weights": weights}
         with open(tmp_path / f"rank{r}.in.pt", "wb") as f:
             pickle.dump(given, f)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -191,20 +199,16 @@ def _run_generated_ranks(case: Case, tmp_path: Path) -> list[dict[str, torch.Ten
 
 
 def _eager(case: Case) -> tuple[dict[str, torch.Tensor], float]:
-    step = training_step(case.step_graph)
-    full_state = {
-        (case.step_graph.param_names[p], slot): t
-        for v, t in run_state(case.step_graph).items()
-        for p, slot in [step.optimizer_state[v]]
-    }
-    return _eager_reference(case.problem, step, case.step_graph, full_state)
+    return _eager_reference(case.problem, training_step(case.step_graph), case.step_graph, _full_state(case))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["fsdp", "ddp"])
-def test_generated_ranks_on_gloo_equal_one_eager_step(which, request, tmp_path) -> None:
+@pytest.mark.parametrize("which, whole", [("fsdp", True), ("ddp", False)])
+def test_generated_ranks_on_gloo_equal_one_eager_step(which, whole, request, tmp_path) -> None:
+    """FSDP with Adam, each rank cutting its shards of the weights and moments itself; DDP with
+    momentum, given the runtime's weights of each rank."""
     case: Case = request.getfixturevalue(which)
-    outputs = _run_generated_ranks(case, tmp_path)
+    outputs = _run_generated_ranks(case, tmp_path, whole)
     step = training_step(case.step_graph)
     by_fqn = {case.step_graph.param_names[p]: p for p in step.gradients}
     updated = _assemble(case.graph, outputs, by_fqn, RANKS)
@@ -260,3 +264,18 @@ def test_cli_refuses_a_collective_it_cannot_write(fsdp, tmp_path) -> None:
     out = tmp_path / "rank.py"
     assert_user_error(cli("codegen", str(path), "--policy", "sequential", "-o", str(out)), "group_size")
     assert not out.exists()
+
+
+def test_a_hand_edited_unit_is_refused(fsdp) -> None:
+    import dataclasses
+
+    g = fsdp.graph
+    units = [dict(u) for u in g.meta["parallel"]["units"]]
+    units[0]["dtype"] = "float32; import os"
+    edited = dataclasses.replace(g, meta={**g.meta, "parallel": {**g.meta["parallel"], "units": units}})
+    with pytest.raises(GraphError, match="not a torch dtype"):
+        generate_module(edited, fsdp.schedule)
+    units[0] = "embed"
+    edited = dataclasses.replace(g, meta={**g.meta, "parallel": {**g.meta["parallel"], "units": units}})
+    with pytest.raises(GraphError, match="not a unit of streamplan.parallel"):
+        generate_module(edited, fsdp.schedule)

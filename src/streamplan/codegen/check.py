@@ -31,7 +31,9 @@ import streamplan.codegen.templates as templates
 from streamplan.frontends.argcodec import TORCH_CONSTANTS
 from streamplan.ir.opname import split_op
 
-DATA_TABLES = frozenset({"PREDICTIONS", "OUTPUTS", "WEIGHTS", "RENAMED", "CONSTANTS", "PROCESS_GROUPS"})
+DATA_TABLES = frozenset(
+    {"PREDICTIONS", "OUTPUTS", "WEIGHTS", "RENAMED", "CONSTANTS", "PROCESS_GROUPS", "SHARDS"}
+)
 HELPER_CALLS = frozenset(
     {"_on", "_event", "_wait", "_host_wait", "_hand_over", "_join", "_weights", "_fold_batch_norm"}
 )
@@ -51,6 +53,7 @@ def _fixed() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
             templates.FOLD_HELPER,
             templates.HOST_WAIT_HELPER,
             templates.COLLECTIVE_HELPERS,
+            templates.SHARD_HELPER,
         )
         for f in ast.parse(text).body
         if isinstance(f, ast.FunctionDef)
@@ -61,8 +64,13 @@ def _fixed() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
             for c in (False, True)
             for g in (False, True)
         ),
-        *(templates.load_weights(optimizer_state=o, renamed=r) for o in (False, True) for r in (False, True)),
-        *(templates.load_optimizer_state(renamed=r) for r in (False, True)),
+        *(
+            templates.load_weights(optimizer_state=o, renamed=r, sharded=h)
+            for o in (False, True)
+            for r in (False, True)
+            for h in (False, True)
+        ),
+        *(templates.load_optimizer_state(renamed=r, sharded=h) for r in (False, True) for h in (False, True)),
         templates.FORK,
     ]
     methods: dict[str, set[str]] = {}

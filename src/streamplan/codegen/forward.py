@@ -70,9 +70,11 @@ def class_stmt(
     constants_embedded: bool,
     renamed: bool = False,
     step: TrainingStep | None = None,
+    sharded: bool = False,
 ) -> Stmt:
     """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``
-    (for a training step: the optimizer state too, and ``load_optimizer_state``)."""
+    (for a training step: the optimizer state too, and ``load_optimizer_state``; for an FSDP rank
+    both cut this rank's shards from whole tensors: ``sharded``)."""
     state = step is not None and bool(step.optimizer_state)
     body: list[Stmt | Fixed] = [
         Stmt(ast.Expr(ast.Constant(doc))),
@@ -83,10 +85,10 @@ def class_stmt(
             ),
             before=("",),
         ),
-        Fixed(templates.load_weights(optimizer_state=state, renamed=renamed), before=("",)),
+        Fixed(templates.load_weights(optimizer_state=state, renamed=renamed, sharded=sharded), before=("",)),
     ]
     if state:
-        body.append(Fixed(templates.load_optimizer_state(renamed=renamed), before=("",)))
+        body.append(Fixed(templates.load_optimizer_state(renamed=renamed, sharded=sharded), before=("",)))
     body.append(Fixed(templates.FORK, before=("",)))
     body.append(_forward(graph, plan, names, keys, step))
     node = ast.ClassDef(

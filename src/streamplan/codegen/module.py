@@ -44,10 +44,12 @@ MIB = 1 << 20
 # names of the generated code that values must not take
 RESERVED = {
     "torch", "aten", "contextlib", "self", "w", "device", "caller", "_r", "WEIGHTS", "CONSTANTS", "PREDICTIONS",
-    "OUTPUTS", "RENAMED", "PROCESS_GROUPS", *FOLDED.values(),
+    "OUTPUTS", "RENAMED", "PROCESS_GROUPS", "SHARDS", *FOLDED.values(),
 }  # fmt: skip
 # where a training step's optimizer state lives among the module's tensors
 STATE_PREFIX = "optimizer_state"
+# what codegen reads of an FSDP unit (``meta["parallel"]["units"]``) to cut a rank's shards
+UNIT_FIELDS = frozenset({"shard", "dtype", "padded_numel", "params"})
 # the public attributes of torch.nn.Module (a test compares them with torch's): a weight path
 # may not reuse them, or the generated module could not add a child or tensor under that name
 MODULE_ATTRS = frozenset(
@@ -199,11 +201,17 @@ def _generate(
         why = "one process group per communication stream: stream, group, ranks it spans"
         rows = ast.Tuple(_process_group_rows(graph, schedule, plan.communication_streams), ast.Load())
         block.append(_assign("PROCESS_GROUPS", rows, before=("", why), exploded=True))
+    shards = _shard_rows(graph, step, {v: name for v, _, name in weights})
+    if shards:
+        why = "an FSDP rank's weights: name, flat padded size, dtype, (whole tensor, offset) in it"
+        block.append(_assign("SHARDS", ast.Tuple(shards, ast.Load()), before=("", why), exploded=True))
     block.append(Fixed(templates.HELPERS, before=("", "")))
     if any(step.host_waits_for for step in plan.steps):
         block.append(Fixed(templates.HOST_WAIT_HELPER, before=("", "")))
     if plan.communication_streams:
         block.append(Fixed(templates.COLLECTIVE_HELPERS, before=("", "")))
+    if shards:
+        block.append(Fixed(templates.SHARD_HELPER, before=("", "")))
     if any(folded_pair(n) is not None for n in graph.nodes if is_fused(n)):
         block.append(Fixed(templates.FOLD_HELPER, before=("", "")))
     doc = f"{ps.plain(graph.name)} in the launch order of its {ps.plain(schedule.policy)} schedule."
@@ -221,6 +229,7 @@ def _generate(
         constants_embedded=bool(constants),
         renamed=bool(renamed),
         step=step,
+        sharded=bool(shards),
     )
     block.append(cls_stmt)
     source, parsed = write_module(block)
@@ -241,6 +250,34 @@ def _check_collectives(graph: Graph) -> None:
                 where=graph.name,
                 hint="codegen writes the collectives streamplan.parallel makes; was the graph edited by hand?",
             )
+
+
+def _shard_rows(graph: Graph, step: TrainingStep | None, names: dict[str, str]) -> list[ast.expr]:
+    """``(name, padded numel, dtype, ((whole tensor, offset), ...))`` of each FSDP unit's shard and
+    of each slot of its optimizer state (``meta["parallel"]["units"]``), by the names
+    ``load_weights`` takes: what ``_shard`` cuts this rank's shards from."""
+    parallel = graph.meta.get("parallel") or {}
+    units = parallel.get("units", ()) if isinstance(parallel, Mapping) else ()
+    state = step.optimizer_state if step is not None else {}
+    rows = []
+    for unit in units:
+        with reading(graph, "meta.parallel", "units"):
+            try:
+                if not UNIT_FIELDS <= unit.keys():
+                    raise KeyError(min(UNIT_FIELDS - unit.keys()))
+                parts = [(fqn, offset) for _, fqn, _, offset in unit["params"]]
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise Unwritable(f"{unit!r:.60} is not a unit of streamplan.parallel") from None
+            torch_constant("$dtype", unit["dtype"])
+            if unit["shard"] in names:
+                rows.append(
+                    literal((names[unit["shard"]], unit["padded_numel"], unit["dtype"], tuple(parts)))
+                )
+            for v, (param, slot) in state.items():
+                if param == unit["shard"] and v in names:
+                    whole = tuple((f"{STATE_PREFIX}.{fqn}.{slot}", offset) for fqn, offset in parts)
+                    rows.append(literal((names[v], unit["padded_numel"], unit["dtype"], whole)))
+    return rows
 
 
 def _process_group_rows(graph: Graph, schedule: StreamSchedule, streams: tuple[int, ...]) -> list[ast.expr]:

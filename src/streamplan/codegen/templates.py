@@ -152,6 +152,29 @@ def _all_reduce(
 '''
 
 
+# An FSDP rank's weights from the whole model's: each unit's tensors flattened in one padded
+# flat tensor (zeros after the last), cut in as many chunks as ranks, this rank's kept, as
+# ``runtime.distributed`` gives each rank its shards.
+SHARD_HELPER = '''
+def _shard(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with this rank's shard of each row of SHARDS added, cut from the whole
+    tensors it holds (a unit's parameters, or one slot of their optimizer state)."""
+    rank = torch.distributed.get_rank()
+    ranks = torch.distributed.get_world_size()
+    state = dict(state)
+    for target, numel, dtype, parts in SHARDS:
+        if target in state or not all(name in state for name, _ in parts):
+            continue
+        device = state[parts[0][0]].device
+        flat = torch.zeros(numel, dtype=getattr(torch, dtype), device=device)
+        for name, offset in parts:
+            part = state[name].detach().reshape(-1)
+            flat[offset : offset + part.numel()] = part
+        state[target] = flat.chunk(ranks)[rank].clone()
+    return state
+'''
+
+
 def init(*, constants_embedded: bool, process_groups: bool = False) -> str:
     """``__init__``: the weights table, with the embedded constants when the module has them; a
     rank program's takes its process groups (or makes them: ``_process_groups``)."""
@@ -176,9 +199,10 @@ def init(*, constants_embedded: bool, process_groups: bool = False) -> str:
     )
 
 
-def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
+def load_weights(*, optimizer_state: bool, renamed: bool = False, sharded: bool = False) -> str:
     """``load_weights``; with optimizer state, a missing state is allowed (it may start at zero);
-    with ``RENAMED``, the names it holds are translated first."""
+    with ``RENAMED``, the names it holds are translated first; with ``SHARDS`` (an FSDP rank),
+    this rank's shards are cut from the whole tensors given first (``_shard``)."""
     state = (
         "    # optimizer state may start at zero: torch.optim's state before a first step\n"
         '    missing = [k for k in missing if not k.startswith("optimizer_state.")]\n'
@@ -190,6 +214,7 @@ def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
         '    """Copy the weights the graph reads from the model (or a state_dict)."""\n'
         "    if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too\n"
         "        model = {**dict(model.named_buffers()), **model.state_dict()}\n"
+        + ("    model = _shard(model)\n" if sharded else "")
         + ("    model = {RENAMED.get(k, k): v for k, v in model.items()}\n" if renamed else "")
         + "    missing = self.tensors.load_state_dict(model, strict=False).missing_keys\n"
         + state
@@ -198,11 +223,14 @@ def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
     )
 
 
-def load_optimizer_state(*, renamed: bool = False) -> str:
-    """``load_optimizer_state``; with ``RENAMED``, the names it holds are translated first."""
+def load_optimizer_state(*, renamed: bool = False, sharded: bool = False) -> str:
+    """``load_optimizer_state``; with ``RENAMED``, the names it holds are translated first; with
+    ``SHARDS``, this rank's shards of the whole state are cut first."""
     load = (
-        "    state = {RENAMED.get(k, k): v for k, v in state.items()}\n" if renamed else ""
-    ) + "    self.tensors.load_state_dict(state, strict=False)\n"
+        ("    state = _shard(state)\n" if sharded else "")
+        + ("    state = {RENAMED.get(k, k): v for k, v in state.items()}\n" if renamed else "")
+        + "    self.tensors.load_state_dict(state, strict=False)\n"
+    )
     return (
         "def load_optimizer_state(\n"
         "    self, optimizer: torch.optim.Optimizer, model: torch.nn.Module\n"
