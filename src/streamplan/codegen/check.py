@@ -4,9 +4,9 @@ The text is parsed and every statement is held to what codegen means to write:
 
 * at module level: the docstring, ``import contextlib`` and ``import torch``,
   ``aten = torch.ops.aten``, the data tables (``PREDICTIONS``, ``OUTPUTS``, ``WEIGHTS``,
-  ``RENAMED``, ``CONSTANTS``, ``PROCESS_GROUPS``) made of literals only, streamplan's helper
-  functions exactly as ``templates`` writes them (the only place a ``torch.distributed`` call
-  may be: the collectives of a rank program), and one class;
+  ``RENAMED``, ``CONSTANTS``, ``PROCESS_GROUPS``, ``SHARDS``) made of literals only,
+  streamplan's helper functions exactly as ``templates`` writes them (the only place a
+  ``torch.distributed`` call may be: the collectives of a rank program), and one class;
 * in the class: a subclass of ``torch.nn.Module`` with a docstring, the methods of
   ``templates`` exactly, and ``forward``;
 * in ``forward``: assignments, calls, ``with _on(s):`` blocks, ``del`` and ``return`` only;
