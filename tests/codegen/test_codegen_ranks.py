@@ -20,11 +20,13 @@ from streamplan.codegen import generate_module, launch_plan, weight_names
 from streamplan.codegen.check import module_problems
 from streamplan.errors import GraphError
 from streamplan.frontends.training import capture_training
+from streamplan.fusion import schedule_with_fusion
 from streamplan.ir.collectives import collectives
 from streamplan.ir.training import training_step
 from streamplan.parallel import rank_program
 from streamplan.runtime.distributed import _assemble, _eager_reference, _rank_params, split_problem
 from streamplan.runtime.training import run_inputs, run_state
+from streamplan.schedule.context import DEFAULT_CONTEXT
 from streamplan.schedule.registry import make_schedule
 
 RANKS = 2
@@ -36,18 +38,27 @@ SPEC = f"{HELPERS / 'parallel_models.py'}:stack"
 class Case:
     """A training problem, its captured step on one rank's batch, the rank program and its schedule."""
 
-    def __init__(self, plan: str, optimizer: str, policy: str = "overlap"):
+    def __init__(self, plan: str, optimizer: str, policy: str = "overlap", fusion: str = "none"):
         self.problem = stack_problem(8)
         local = split_problem(self.problem, RANKS, 0)
         self.step_graph = capture_training(local, optimizer=optimizer, name="stack")
-        self.graph = rank_program(self.step_graph, plan)
-        self.schedule = make_schedule(self.graph, policy)
+        graph = rank_program(self.step_graph, plan)
+        if fusion == "none":
+            self.graph, self.schedule = graph, make_schedule(graph, policy)
+        else:  # the kernels' graph and its schedule (collectives stay ops of their own)
+            planned = schedule_with_fusion(graph, policy, DEFAULT_CONTEXT.replace(fusion=fusion))
+            self.graph, self.schedule = planned.graph, planned.schedule
         self.source = generate_module(self.graph, self.schedule)
 
 
 @pytest.fixture(scope="module")
 def fsdp() -> Case:
     return Case("fsdp=2", "adam")
+
+
+@pytest.fixture(scope="module")
+def fsdp_fused() -> Case:
+    return Case("fsdp=2", "momentum", fusion="first")
 
 
 @pytest.fixture(scope="module")
@@ -203,11 +214,12 @@ def _eager(case: Case) -> tuple[dict[str, torch.Tensor], float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which, whole", [("fsdp", True), ("ddp", False)])
+@pytest.mark.parametrize("which, whole", [("fsdp", True), ("ddp", False), ("fsdp_fused", True)])
 def test_generated_ranks_on_gloo_equal_one_eager_step(which, whole, request, tmp_path) -> None:
     """FSDP with Adam, each rank cutting its shards of the weights and moments itself; DDP with
-    momentum, given the runtime's weights of each rank."""
+    momentum, given the runtime's weights of each rank; FSDP over fused kernels (momentum)."""
     case: Case = request.getfixturevalue(which)
+    assert ("# fused kernel " in case.source) == (which == "fsdp_fused")
     outputs = _run_generated_ranks(case, tmp_path, whole)
     step = training_step(case.step_graph)
     by_fqn = {case.step_graph.param_names[p]: p for p in step.gradients}
