@@ -5,6 +5,7 @@ running the generated FSDP and DDP steps as plain torch.distributed, equal to on
 from __future__ import annotations
 
 import ast
+import json
 import os
 import pickle
 import subprocess
@@ -253,8 +254,12 @@ def test_generated_rank_programs_are_ruff_clean(fsdp, ddp, tmp_path) -> None:
 
 def test_cli_writes_a_rank_program(tmp_path) -> None:
     out = tmp_path / "rank.py"
-    r = cli("codegen", SPEC, "--train", "--parallel", "fsdp=2", "--policy", "overlap", "-o", str(out))
+    r = cli(
+        "codegen", SPEC, "--train", "--parallel", "fsdp=2", "--policy", "overlap", "-o", str(out), "--json"
+    )
     assert r.returncode == 0, r.stderr
+    shown = json.loads(r.stdout)
+    assert shown["collectives"] > 0 and shown["process_groups"] == 2 and shown["host_waits"] > 0
     text = out.read_text()
     assert "rank program: " in text and "def __init__(self, groups: tuple | None = None)" in text
     assert "= _all_gather(" in text and "= _reduce_scatter(" in text and "_host_wait(" in text
@@ -264,8 +269,6 @@ def test_cli_writes_a_rank_program(tmp_path) -> None:
 def test_cli_refuses_a_collective_it_cannot_write(fsdp, tmp_path) -> None:
     """A graph file whose collective was edited (a group size that is no number) exits 2 naming
     the node and the field, and writes nothing."""
-    import json
-
     from streamplan.ir.serialize import dumps
 
     data = json.loads(dumps(fsdp.graph))
