@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import fake_cuda
 from helpers.cli import assert_user_error, cli
+from helpers.codegen import generated_class, import_source
 from helpers.parallel_models import stack_problem
 from streamplan.codegen import generate_module, launch_plan, weight_names
 from streamplan.codegen.check import module_problems
@@ -294,3 +296,56 @@ def test_a_hand_edited_unit_is_refused(fsdp) -> None:
     edited = dataclasses.replace(g, meta={**g.meta, "parallel": {**g.meta["parallel"], "units": units}})
     with pytest.raises(GraphError, match="not a unit of streamplan.parallel"):
         generate_module(edited, fsdp.schedule)
+
+
+def test_on_cuda_streams_host_waits_block_on_recorded_events_and_collectives_keep_their_stream(
+    fsdp, tmp_path, monkeypatch
+) -> None:
+    """The CUDA path under the fake ``torch.cuda`` (no GPU here): every host wait synchronises an
+    event already recorded on the stream of the op it waits for, and each collective runs under
+    the fake stream of its schedule stream with that stream's process group. The collectives are
+    stand-ins (one process): what is checked is where and on what the module calls them."""
+    fake_cuda.install(monkeypatch)
+    log: list[tuple] = []
+
+    def synchronize(event) -> None:
+        assert event.stream is not None, "the host waits for an event never recorded"
+        log.append(("host_wait", event.stream.name))
+
+    monkeypatch.setattr(fake_cuda.FakeEvent, "synchronize", synchronize, raising=False)
+    module = import_source(fsdp.source, tmp_path)
+    monkeypatch.setattr(module, "_process_groups", lambda groups: ("group 0", "group 1"))
+    stand_ins = {
+        "all_gather": lambda t, group: torch.cat([t, t]),
+        "reduce_scatter": lambda t, group, average: t.chunk(RANKS)[0].clone(),
+    }
+    for kind, run in stand_ins.items():
+
+        def logged(*args, kind=kind, run=run):
+            log.append((kind, fake_cuda._STATE.current.name, args[1]))
+            return run(*args)
+
+        monkeypatch.setattr(module, f"_{kind}", logged)
+    model = generated_class(module)()
+    model.use_streams = True
+    with torch.no_grad():
+        model(*run_inputs(fsdp.graph, split_problem(fsdp.problem, RANKS, 0)))
+    schedule, plan = fsdp.schedule, launch_plan(fsdp.graph, fsdp.schedule)
+    (fakes,) = model._streams.values()
+    fake_of = {s: fake.name for s, fake in zip(plan.streams, fakes, strict=True)}
+    comm = plan.communication_streams
+    expected = [
+        (
+            n.op.removeprefix("comm."),
+            fake_of[schedule.streams[n.id]],
+            f"group {comm.index(schedule.streams[n.id])}",
+        )
+        for n in map(fsdp.graph.node, schedule.launch_order)
+        if n.op.startswith("comm.")
+    ]
+    assert [e for e in log if e[0] != "host_wait"] == expected
+    assert len({stream for _, stream, _ in expected}) == len(comm) == 2
+    host = schedule.host_waits_before()
+    waited = [fake_of[schedule.streams[u]] for op in schedule.launch_order for u in host.get(op, ())]
+    assert [stream for kind, stream in (e[:2] for e in log) if kind == "host_wait"] == waited
+    assert len(waited) == len(schedule.host_waits) > 0
