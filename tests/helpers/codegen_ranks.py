@@ -1,7 +1,7 @@
 """Generated rank programs run as a user would run them: ``Case`` captures a small training step
 on one rank's share of the batch, makes the rank program, schedules it (fused, if asked) and
 writes the module; ``run_generated_ranks`` runs it in ``RANKS`` gloo processes that import
-torch only (``codegen_rank.py``); ``eager_step`` is the reference the runtime's gloo ranks are
+torch only (``codegen_rank_worker.py``); ``eager_step`` is the reference the runtime's gloo ranks are
 held to (one eager step of the whole model on the whole batch)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from streamplan.schedule.context import DEFAULT_CONTEXT
 from streamplan.schedule.registry import make_schedule
 
 RANKS = 2
-WORKER = Path(__file__).parent / "codegen_rank.py"
+WORKER = Path(__file__).parent / "codegen_rank_worker.py"
 
 
 class Case:
@@ -57,7 +57,7 @@ def whole_optimizer_state(case: Case) -> dict[tuple[str, str], torch.Tensor]:
 
 def run_generated_ranks(case: Case, tmp_path: Path, whole: bool) -> list[dict[str, torch.Tensor]]:
     """Each rank's outputs (by value id) from the generated module run in ``RANKS`` gloo
-    processes that import torch only (``helpers/codegen_rank.py``) on their share of the batch.
+    processes that import torch only (``helpers/codegen_rank_worker.py``) on their share of the batch.
     ``whole``: each rank is given the whole model's weights and optimizer state, by the names
     ``load_weights`` takes, and cuts its FSDP shards itself; else the runtime's weights of each
     rank (``weight_names``)."""

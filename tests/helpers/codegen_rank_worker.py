@@ -1,4 +1,4 @@
-"""One rank of a generated rank program, with torch only: ``python codegen_rank.py RANK RANKS JOB``.
+"""One rank of a generated rank program, with torch only: ``python codegen_rank_worker.py RANK RANKS JOB``.
 
 ``JOB`` holds the generated module (``module.py``) and ``rank<RANK>.in.pt`` (the rank's inputs
 in ``forward``'s order and its weights by the names ``load_weights`` takes). The rank joins a
