@@ -75,21 +75,6 @@ def test_user_errors(args, fragment):
     assert_user_error(cli("memory", SPEC, *args), fragment)
 
 
-def test_codegen_refuses_a_rank_program(tmp_path):
-    r = cli(
-        "codegen",
-        SPEC,
-        "--train",
-        "--parallel",
-        "fsdp=2",
-        "--policy",
-        "overlap",
-        "-o",
-        str(tmp_path / "m.py"),
-    )
-    assert_user_error(r, "one rank's program", "--parallel")
-
-
 def test_simulate_says_how_much_communication_is_hidden():
     r = cli(
         "simulate",

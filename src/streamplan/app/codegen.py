@@ -9,6 +9,7 @@ from streamplan.app.analysis import PolicyRun, run_policy, run_schedule
 from streamplan.app.display import Shown
 from streamplan.codegen import Predictions, default_class_name, generate_module
 from streamplan.errors import UnsupportedError
+from streamplan.ir.collectives import collectives
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import EVERYTHING
 from streamplan.ir.schedule import StreamSchedule
@@ -21,7 +22,8 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 
 @dataclass(frozen=True)
 class GeneratedModule(Shown):
-    """The module's source, the class it defines, and what the header predicts."""
+    """The module's source, the class it defines, and what the header predicts; for one rank's
+    program, how many collectives it issues, on how many process groups, and its host waits."""
 
     source: str
     class_name: str
@@ -30,6 +32,9 @@ class GeneratedModule(Shown):
     num_streams: int
     num_events: int
     predictions: Predictions
+    collectives: int = 0
+    process_groups: int = 0
+    host_waits: int = 0
 
     def __str__(self) -> str:
         return self.source
@@ -43,6 +48,9 @@ class GeneratedModule(Shown):
             "events": self.num_events,
             "lines": self.source.count("\n"),
             "predictions": self.predictions.to_dict(),
+            "collectives": self.collectives,
+            "process_groups": self.process_groups,
+            "host_waits": self.host_waits,
         }
 
 
@@ -77,26 +85,29 @@ def codegen_run(
 ) -> GeneratedModule:
     """The module for a scheduled and simulated ``run`` of ``graph``.
 
-    A fused run is written over its kernels, each as its parts' ATen calls in order.
+    A fused run is written over its kernels, each as its parts' ATen calls in order. A rank
+    program (``--parallel``) is written with its collectives on one ``torch.distributed``
+    process group per communication stream and its host waits (``docs/codegen.md``).
     """
     graph = run.scheduled_graph(graph)
-    from streamplan.ir.collectives import collectives
-
-    comm = collectives(graph)
-    if comm or run.schedule.host_waits:
-        from streamplan.errors import UnsupportedError
-
-        raise UnsupportedError(
-            f"{graph.name} is one rank's program: code generation does not write collectives or host waits",
-            where=comm[0].id if comm else graph.name,
-            hint="run it with `streamplan run --train --parallel ...` (one gloo process per rank)",
-        )
     check_ops_exist(graph)
     predictions = predict(graph, run, ctx)
     s = run.schedule
     name = class_name or default_class_name(graph, s)
     source = generate_module(graph, s, model=model, predictions=predictions, class_name=name)
-    return GeneratedModule(source, name, graph.name, s.policy, s.num_streams, s.num_events, predictions)
+    comm = collectives(graph)
+    return GeneratedModule(
+        source,
+        name,
+        graph.name,
+        s.policy,
+        s.num_streams,
+        s.num_events,
+        predictions,
+        collectives=len(comm),
+        process_groups=len({s.streams[n.id] for n in comm}),
+        host_waits=len(s.host_waits),
+    )
 
 
 def check_ops_exist(graph: Graph) -> None:

@@ -6,7 +6,15 @@ with events, ``record_stream`` and frees where the memory analysis assumes them 
 in launch order on the CPU). ``launch_plan`` is the per-launch plan it follows.
 """
 
-from streamplan.codegen.module import Predictions, default_class_name, generate_module
+from streamplan.codegen.module import Predictions, default_class_name, generate_module, weight_names
 from streamplan.codegen.plan import LaunchPlan, LaunchStep, launch_plan
 
-__all__ = ["LaunchPlan", "LaunchStep", "Predictions", "default_class_name", "generate_module", "launch_plan"]
+__all__ = [
+    "LaunchPlan",
+    "LaunchStep",
+    "Predictions",
+    "default_class_name",
+    "generate_module",
+    "launch_plan",
+    "weight_names",
+]

@@ -4,8 +4,9 @@ The text is parsed and every statement is held to what codegen means to write:
 
 * at module level: the docstring, ``import contextlib`` and ``import torch``,
   ``aten = torch.ops.aten``, the data tables (``PREDICTIONS``, ``OUTPUTS``, ``WEIGHTS``,
-  ``RENAMED``, ``CONSTANTS``) made of literals only, streamplan's helper functions exactly as
-  ``templates`` writes them, and one class;
+  ``RENAMED``, ``CONSTANTS``, ``PROCESS_GROUPS``, ``SHARDS``) made of literals only,
+  streamplan's helper functions exactly as ``templates`` writes them (the only place a
+  ``torch.distributed`` call may be: the collectives of a rank program), and one class;
 * in the class: a subclass of ``torch.nn.Module`` with a docstring, the methods of
   ``templates`` exactly, and ``forward``;
 * in ``forward``: assignments, calls, ``with _on(s):`` blocks, ``del`` and ``return`` only;
@@ -13,7 +14,9 @@ The text is parsed and every statement is held to what codegen means to write:
   ``torch.ops.ns.name.overload``, as ``ir.opname`` allows) or one of the module's helpers;
   each name is an argument, something ``forward`` assigned before, or one of the
   module's own; attributes are torch's dtypes, layouts and memory formats, ``.device``
-  and ``self.tensors``.
+  and ``self.tensors``; a collective helper (``_all_gather``, ``_reduce_scatter``,
+  ``_all_reduce``) takes a tensor, ``self.groups[<int>]`` and (reducing) a bool, and
+  ``self.groups`` appears nowhere else.
 
 ``generate_module`` runs it on every module it writes; the hostile-input tests run it on
 modules made from crafted graphs. An empty list means the module holds nothing else.
@@ -28,9 +31,15 @@ import streamplan.codegen.templates as templates
 from streamplan.frontends.argcodec import TORCH_CONSTANTS
 from streamplan.ir.opname import split_op
 
-DATA_TABLES = frozenset({"PREDICTIONS", "OUTPUTS", "WEIGHTS", "RENAMED", "CONSTANTS"})
-HELPER_CALLS = frozenset({"_on", "_event", "_wait", "_hand_over", "_join", "_weights", "_fold_batch_norm"})
-MODULE_NAMES = HELPER_CALLS | {"torch", "aten", "self"}
+DATA_TABLES = frozenset(
+    {"PREDICTIONS", "OUTPUTS", "WEIGHTS", "RENAMED", "CONSTANTS", "PROCESS_GROUPS", "SHARDS"}
+)
+HELPER_CALLS = frozenset(
+    {"_on", "_event", "_wait", "_host_wait", "_hand_over", "_join", "_weights", "_fold_batch_norm"}
+)
+# the collective helpers and how many arguments each takes (tensor, process group[, average])
+COLLECTIVE_CALLS = {"_all_gather": 2, "_reduce_scatter": 3, "_all_reduce": 3}
+MODULE_NAMES = HELPER_CALLS | COLLECTIVE_CALLS.keys() | {"torch", "aten", "self"}
 TORCH_VALUES = frozenset().union(*TORCH_CONSTANTS.values())
 
 
@@ -39,14 +48,29 @@ def _fixed() -> tuple[dict[str, str], dict[str, frozenset[str]]]:
     """The dumps of the helper functions, and of each method's allowed texts, by name."""
     helpers = {
         f.name: ast.dump(f)
-        for text in (templates.HELPERS, templates.FOLD_HELPER)
+        for text in (
+            templates.HELPERS,
+            templates.FOLD_HELPER,
+            templates.HOST_WAIT_HELPER,
+            templates.COLLECTIVE_HELPERS,
+            templates.SHARD_HELPER,
+        )
         for f in ast.parse(text).body
         if isinstance(f, ast.FunctionDef)
     }
     variants = [
-        *(templates.init(constants_embedded=c) for c in (False, True)),
-        *(templates.load_weights(optimizer_state=o, renamed=r) for o in (False, True) for r in (False, True)),
-        *(templates.load_optimizer_state(renamed=r) for r in (False, True)),
+        *(
+            templates.init(constants_embedded=c, process_groups=g)
+            for c in (False, True)
+            for g in (False, True)
+        ),
+        *(
+            templates.load_weights(optimizer_state=o, renamed=r, sharded=h)
+            for o in (False, True)
+            for r in (False, True)
+            for h in (False, True)
+        ),
+        *(templates.load_optimizer_state(renamed=r, sharded=h) for r in (False, True) for h in (False, True)),
         templates.FORK,
     ]
     methods: dict[str, set[str]] = {}
@@ -275,6 +299,9 @@ class _Checker:
         if self.float_special(e):
             return
         chain = _chain(func)
+        if isinstance(func, ast.Name) and func.id in COLLECTIVE_CALLS:
+            self.collective(e, func.id)
+            return
         if isinstance(func, ast.Name) and func.id in HELPER_CALLS:
             if e.keywords:
                 self.bad(e, f"{func.id} called with keywords")
@@ -294,6 +321,25 @@ class _Checker:
             self.expr(a)
         for k in e.keywords:
             self.expr(k.value)
+
+    def collective(self, e: ast.Call, helper: str) -> None:
+        """``helper(tensor, self.groups[<int>])`` or, reducing, ``helper(tensor, self.groups[<int>], <bool>)``:
+        the process group is read here only, and the average flag is a literal."""
+        args = e.args
+        if e.keywords or len(args) != COLLECTIVE_CALLS[helper]:
+            self.bad(e, f"{helper} takes {COLLECTIVE_CALLS[helper]} positional arguments")
+            return
+        group = args[1]
+        if not (
+            isinstance(group, ast.Subscript)
+            and _chain(group.value) == ["self", "groups"]
+            and isinstance(group.slice, ast.Constant)
+            and type(group.slice.value) is int
+        ):
+            self.bad(e, f"{helper} on something other than self.groups[<int>]")
+        if len(args) == 3 and not (isinstance(args[2], ast.Constant) and type(args[2].value) is bool):
+            self.bad(e, f"{helper}'s average flag is not True or False")
+        self.expr(args[0])
 
 
 def _chain(e: ast.expr) -> list[str] | None:

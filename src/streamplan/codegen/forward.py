@@ -1,8 +1,9 @@
 """The generated class: its constructor, stream setup and the launch-ordered ``forward``, as ``ast``.
 
 ``forward`` groups consecutive launches on one stream under one ``with _on(s):`` block; each
-launch is the waits of its stream, the ``record_stream`` hand-overs, the ATen call, the event
-record (when another op waits for it) and the ``del`` of what became dead (``codegen.plan``).
+launch is the host's waits, the waits of its stream, the ``record_stream`` hand-overs, the ATen
+call (or, in a rank program, the collective on its stream's process group), the event record
+(when another op or the host waits for it) and the ``del`` of what became dead (``codegen.plan``).
 
 Everything the graph says reaches the code through ``pyast``: value, event and stream names
 come from the ``Namer``; a keyword argument's name, a literal, a dtype or an op that cannot
@@ -35,6 +36,7 @@ from streamplan.codegen.pyast import (
 from streamplan.codegen.render import Fixed, Stmt
 from streamplan.errors import GraphError, UnsupportedError
 from streamplan.frontends.argcodec import NONFINITE, TORCH_CONSTANTS
+from streamplan.ir.collectives import collective_kind, is_collective
 from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph, Node
 from streamplan.ir.opname import PYTHON_OPS
@@ -68,17 +70,25 @@ def class_stmt(
     constants_embedded: bool,
     renamed: bool = False,
     step: TrainingStep | None = None,
+    sharded: bool = False,
 ) -> Stmt:
     """The class ``cls``: weights from the ``WEIGHTS`` table, ``load_weights``, the streams, ``forward``
-    (for a training step: the optimizer state too, and ``load_optimizer_state``)."""
+    (for a training step: the optimizer state too, and ``load_optimizer_state``; for an FSDP rank
+    both cut this rank's shards from whole tensors: ``sharded``)."""
     state = step is not None and bool(step.optimizer_state)
     body: list[Stmt | Fixed] = [
         Stmt(ast.Expr(ast.Constant(doc))),
-        Fixed(templates.init(constants_embedded=constants_embedded), before=("",)),
-        Fixed(templates.load_weights(optimizer_state=state, renamed=renamed), before=("",)),
+        Fixed(
+            templates.init(
+                constants_embedded=constants_embedded,
+                process_groups=bool(plan.communication_streams),
+            ),
+            before=("",),
+        ),
+        Fixed(templates.load_weights(optimizer_state=state, renamed=renamed, sharded=sharded), before=("",)),
     ]
     if state:
-        body.append(Fixed(templates.load_optimizer_state(renamed=renamed), before=("",)))
+        body.append(Fixed(templates.load_optimizer_state(renamed=renamed, sharded=sharded), before=("",)))
     body.append(Fixed(templates.FORK, before=("",)))
     body.append(_forward(graph, plan, names, keys, step))
     node = ast.ClassDef(
@@ -159,7 +169,7 @@ def _forward_body(graph: Graph, plan: LaunchPlan, names: ps.Namer, keys: dict[st
         span = f"launch {i}" if j == i + 1 else f"launches {i}-{j - 1}"
         block: list[Stmt] = []
         for step in steps[i:j]:
-            block += _step_stmts(graph, graph.node(step.op), step, names, ref)
+            block += _step_stmts(graph, graph.node(step.op), step, names, ref, plan.communication_streams)
         on = ast.With(items=[ast.withitem(call("_on", [name(f"s{steps[i].stream}")]))], body=[])
         body.append(Stmt(on, before=(f"{span} on stream {steps[i].stream}",), body=tuple(block)))
         i = j
@@ -177,12 +187,24 @@ def _mentions_device(a: Any) -> bool:
     return isinstance(a, list) and any(_mentions_device(v) for v in a)
 
 
-def _step_stmts(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, ref: Ref) -> list[Stmt]:
+def _step_stmts(
+    graph: Graph,
+    node: Node,
+    step: LaunchStep,
+    names: ps.Namer,
+    ref: Ref,
+    comm_streams: tuple[int, ...] = (),
+) -> list[Stmt]:
     stream = name(f"s{step.stream}")
-    out = [_expr(call("_wait", [stream, name(_event_name(names, u))])) for u in step.waits_for]
+    out = [_expr(call("_host_wait", [name(_event_name(names, u))])) for u in step.host_waits_for]
+    out += [_expr(call("_wait", [stream, name(_event_name(names, u))])) for u in step.waits_for]
     out += [_expr(call("_hand_over", [ref(x), stream])) for x in step.record_on_stream]
     if is_fused(node):
         out += _fused_stmts(graph, node, step, names, ref)
+    elif is_collective(node):
+        live = [y for y in node.outputs if y not in step.frees]
+        group = comm_streams.index(step.stream)
+        out += _bind(graph, node, _collective_expr(graph, node, ref, group), live, names)
     else:
         live = [y for y in node.outputs if y not in step.frees]
         out += _bind(graph, node, _call_expr(graph, node, ref), live, names)
@@ -255,6 +277,12 @@ def _fused_stmts(graph: Graph, node: Node, step: LaunchStep, names: ps.Namer, re
     """A fused kernel as its parts' calls in order; a folded batch-norm is not run: the
     convolution is called with the folded weight and bias instead (as the runtime does)."""
     parts = fused_parts(node)
+    if any(is_collective(p) for p in parts):
+        raise UnsupportedError(
+            f"fused kernel {node.id!r:.60} holds a collective, which codegen does not write in a kernel",
+            where=graph.name,
+            hint="fuse the rank program without its collectives (they run on their own streams)",
+        )
     fold = folded_pair(node)
     by_id = {p.id: p for p in parts}
     live = _part_live(node, step)
@@ -348,6 +376,19 @@ def _del(dead: Sequence[str], *, indent: int) -> list[Stmt]:
         else:
             groups.append([n])
     return [Stmt(ast.Delete([_del_target(n) for n in g])) for g in groups]
+
+
+def _collective_expr(graph: Graph, node: Node, ref: Ref, group: int) -> ast.expr:
+    """A collective as the module's helper that makes ``runtime.collectives``' torch.distributed
+    call, on ``self.groups[group]`` (its stream's process group): ``_all_gather(x, g)``,
+    ``_reduce_scatter(x, g, average)`` or ``_all_reduce(x, g, average)`` (``module`` has checked
+    every collective node first)."""
+    kind = collective_kind(node)
+    args = [ref(node.inputs[0]), subscript(attr("self", "groups"), literal(group))]
+    if kind == "all_gather":
+        return call("_all_gather", args)
+    average = literal(node.attrs.get("reduce", "sum") == "avg")
+    return call(f"_{kind}", [*args, average])
 
 
 def _call_expr(graph: Graph, node: Node, ref: Ref) -> ast.expr:

@@ -33,7 +33,8 @@ from streamplan.codegen.pyast import (
     torch_constant,
 )
 from streamplan.codegen.render import Fixed, Stmt, write_module
-from streamplan.errors import GraphError, ModelSpecError
+from streamplan.errors import GraphError, ModelSpecError, UnsupportedError
+from streamplan.ir.collectives import collective_problems, collectives
 from streamplan.ir.fused import folded_pair, fused_parts, is_fused
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
@@ -43,10 +44,12 @@ MIB = 1 << 20
 # names of the generated code that values must not take
 RESERVED = {
     "torch", "aten", "contextlib", "self", "w", "device", "caller", "_r", "WEIGHTS", "CONSTANTS", "PREDICTIONS",
-    "OUTPUTS", "RENAMED", *FOLDED.values(),
+    "OUTPUTS", "RENAMED", "PROCESS_GROUPS", "SHARDS", *FOLDED.values(),
 }  # fmt: skip
 # where a training step's optimizer state lives among the module's tensors
 STATE_PREFIX = "optimizer_state"
+# what codegen reads of an FSDP unit (``meta["parallel"]["units"]``) to cut a rank's shards
+UNIT_FIELDS = frozenset({"shard", "dtype", "padded_numel", "params"})
 # the public attributes of torch.nn.Module (a test compares them with torch's): a weight path
 # may not reuse them, or the generated module could not add a child or tensor under that name
 MODULE_ATTRS = frozenset(
@@ -149,6 +152,7 @@ def _generate(
 ) -> str:
     step = training_step(graph)
     plan = launch_plan(graph, schedule)
+    _check_collectives(graph)
     names = ps.Namer(RESERVED | {f"s{s}" for s in plan.streams})
     for v in graph.inputs:
         names(v)
@@ -193,7 +197,21 @@ def _generate(
     constants = _constants(graph, weights)
     if constants:
         block.append(_assign("CONSTANTS", _dict(constants), before=("",), exploded=True))
+    if plan.communication_streams:
+        why = "one process group per communication stream: stream, group, ranks it spans"
+        rows = ast.Tuple(_process_group_rows(graph, schedule, plan.communication_streams), ast.Load())
+        block.append(_assign("PROCESS_GROUPS", rows, before=("", why), exploded=True))
+    shards = _shard_rows(graph, step, {v: name for v, _, name in weights})
+    if shards:
+        why = "an FSDP rank's weights: name, flat padded size, dtype, (whole tensor, offset) in it"
+        block.append(_assign("SHARDS", ast.Tuple(shards, ast.Load()), before=("", why), exploded=True))
     block.append(Fixed(templates.HELPERS, before=("", "")))
+    if any(step.host_waits_for for step in plan.steps):
+        block.append(Fixed(templates.HOST_WAIT_HELPER, before=("", "")))
+    if plan.communication_streams:
+        block.append(Fixed(templates.COLLECTIVE_HELPERS, before=("", "")))
+    if shards:
+        block.append(Fixed(templates.SHARD_HELPER, before=("", "")))
     if any(folded_pair(n) is not None for n in graph.nodes if is_fused(n)):
         block.append(Fixed(templates.FOLD_HELPER, before=("", "")))
     doc = f"{ps.plain(graph.name)} in the launch order of its {ps.plain(schedule.policy)} schedule."
@@ -211,6 +229,7 @@ def _generate(
         constants_embedded=bool(constants),
         renamed=bool(renamed),
         step=step,
+        sharded=bool(shards),
     )
     block.append(cls_stmt)
     source, parsed = write_module(block)
@@ -218,6 +237,73 @@ def _generate(
     if problems:  # the builders above refuse what cannot be written: this is a bug
         raise RuntimeError(f"codegen wrote a module its own check refuses: {problems[0]}")
     return source
+
+
+def _check_collectives(graph: Graph) -> None:
+    """Refuse a collective node that is not one ``streamplan.parallel`` makes (``GraphError``
+    naming it): a known kind, one input and output, an int group size, sum or avg."""
+    for node in collectives(graph):
+        problems = collective_problems(graph, node)
+        if problems:
+            raise GraphError(
+                f"node {node.id!r:.60}: {problems[0]}",
+                where=graph.name,
+                hint="codegen writes the collectives streamplan.parallel makes; was the graph edited by hand?",
+            )
+
+
+def _shard_rows(graph: Graph, step: TrainingStep | None, names: dict[str, str]) -> list[ast.expr]:
+    """``(name, padded numel, dtype, ((whole tensor, offset), ...))`` of each FSDP unit's shard and
+    of each slot of its optimizer state (``meta["parallel"]["units"]``), by the names
+    ``load_weights`` takes: what ``_shard`` cuts this rank's shards from."""
+    parallel = graph.meta.get("parallel") or {}
+    units = parallel.get("units", ()) if isinstance(parallel, Mapping) else ()
+    state = step.optimizer_state if step is not None else {}
+    rows = []
+    for unit in units:
+        with reading(graph, "meta.parallel", "units"):
+            try:
+                if not UNIT_FIELDS <= unit.keys():
+                    raise KeyError(min(UNIT_FIELDS - unit.keys()))
+                parts = [(fqn, offset) for _, fqn, _, offset in unit["params"]]
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise Unwritable(f"{unit!r:.60} is not a unit of streamplan.parallel") from None
+            torch_constant("$dtype", unit["dtype"])
+            if unit["shard"] in names:
+                rows.append(
+                    literal((names[unit["shard"]], unit["padded_numel"], unit["dtype"], tuple(parts)))
+                )
+            for v, (param, slot) in state.items():
+                if param == unit["shard"] and v in names:
+                    whole = tuple((f"{STATE_PREFIX}.{fqn}.{slot}", offset) for fqn, offset in parts)
+                    rows.append(literal((names[v], unit["padded_numel"], unit["dtype"], whole)))
+    return rows
+
+
+def _process_group_rows(graph: Graph, schedule: StreamSchedule, streams: tuple[int, ...]) -> list[ast.expr]:
+    """``(stream, group, ranks)`` for each communication stream: the group names of its
+    collectives and the number of ranks they span (one number: a group has one size)."""
+    rows = []
+    for stream in streams:
+        nodes = [n for n in collectives(graph) if schedule.streams[n.id] == stream]
+        sizes = sorted({n.attrs.get("group_size") for n in nodes}, key=repr)
+        if len(sizes) != 1 or isinstance(sizes[0], bool) or not isinstance(sizes[0], int):
+            raise UnsupportedError(
+                f"the collectives on stream {stream} span {', '.join(map(repr, sizes))} ranks",
+                where=graph.name,
+                hint="codegen gives each communication stream one process group, of one size; "
+                "put collectives over groups of different sizes on different streams",
+            )
+        label = ", ".join(sorted({str(n.attrs.get("group", "")) for n in nodes}))
+        rows.append(literal((stream, label, sizes[0])))
+    return rows
+
+
+def weight_names(graph: Graph) -> dict[str, str]:
+    """The name ``load_weights`` of the module written for ``graph`` takes each weight under, by
+    value id: its ``state_dict`` name, ``optimizer_state.<parameter>.<slot>`` for a training
+    step's optimizer state, or the value id when the graph names none (an FSDP unit's shard)."""
+    return {v: name for v, _, name in _weight_table(graph, training_step(graph))}
 
 
 def _assign(target: str, value: ast.expr, **layout: Any) -> Stmt:
@@ -266,6 +352,7 @@ def _header(
         f"policy: {ps.plain(schedule.policy)}; {schedule.num_streams} streams, {schedule.num_events} events, "
         f"{waits} cross-stream waits",
     ]
+    lines += _rank_header(graph, schedule)
     kernels = [n for n in graph.nodes if is_fused(n)]
     mode = None if schedule.fusion is None else schedule.fusion.mode.value
     if kernels or mode:
@@ -313,6 +400,23 @@ def _header(
     # keep the docstring within the line length: long model names or inputs are cut
     lines = [ln if len(ln) <= ps.LINE_LENGTH else ln[: ps.LINE_LENGTH - 3] + "..." for ln in lines]
     return "\n".join(ln.rstrip() for ln in lines)[3:-3]  # the text between the quotes
+
+
+def _rank_header(graph: Graph, schedule: StreamSchedule) -> list[str]:
+    """What a rank program's header adds: its collectives and host waits, and how it runs."""
+    comm = collectives(graph)
+    lines = []
+    if comm:
+        streams = len({schedule.streams[n.id] for n in comm})
+        lines += [
+            f"rank program: {len(comm)} collectives on {streams} process groups (one per stream);",
+            "  run one process per rank after torch.distributed.init_process_group (torchrun)",
+        ]
+    if schedule.host_waits:
+        lines.append(
+            f"host waits: {len(schedule.host_waits)} (CUDA: the host blocks on an event; CPU: nothing)"
+        )
+    return lines
 
 
 # -- weights ----------------------------------------------------------------------

@@ -109,11 +109,14 @@ def statement(e: Expr, *, indent: int, target: str | None = None) -> list[str]:
 
 def exploded(open_: str, items: Sequence[Expr], *, indent: int, prefix: str = "") -> list[str]:
     """A collection written one item per line with a trailing comma (kept so by ruff: the
-    trailing comma is "magic"), e.g. a table of weights."""
+    trailing comma is "magic"), e.g. a table of weights. A one-item tuple is laid out as any
+    expression: its comma is syntax, not magic, and ruff joins it onto one line."""
     pad = INDENT * indent
     closer = Seq(open_, ()).close
     if not items:
         return [pad + prefix + open_ + closer]
+    if open_ == "(" and len(items) == 1:
+        return layout(Seq(open_, tuple(items)), indent=indent, prefix=prefix)
     lines = [pad + prefix + open_]
     for item in items:
         lines.extend(layout(item, indent=indent + 1, suffix=","))

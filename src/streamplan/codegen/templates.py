@@ -91,22 +91,118 @@ def _join(caller: torch.cuda.Stream | None, streams: tuple) -> None:
 '''
 
 
-def init(*, constants_embedded: bool) -> str:
-    """``__init__``: the weights table, with the embedded constants when the module has them."""
+HOST_WAIT_HELPER = '''
+def _host_wait(event: torch.cuda.Event | None) -> None:
+    """Block the host until `event` has happened, so that nothing launched after
+    this runs ahead of it (CPU: the ops before it have already run)."""
+    if event is not None:
+        event.synchronize()
+'''
+
+
+# A rank program's collectives, as ``runtime.collectives.Communicator`` runs them: one process
+# group per communication stream (PROCESS_GROUPS), the same torch.distributed calls, and an
+# average as a sum divided after (gloo has no average; every backend divides the same way).
+COLLECTIVE_HELPERS = '''
+def _process_groups(groups: tuple | None) -> tuple:
+    """One process group per row of PROCESS_GROUPS: `groups`, or new ones over all ranks
+    (new_group is collective: every rank makes them in the same order)."""
+    if not torch.distributed.is_initialized():
+        raise RuntimeError("call torch.distributed.init_process_group first")
+    if groups is None:
+        groups = tuple(torch.distributed.new_group() for _ in PROCESS_GROUPS)
+    if len(groups) != len(PROCESS_GROUPS):
+        raise ValueError(f"{len(PROCESS_GROUPS)} groups needed, not {len(groups)}")
+    for group, (stream, label, size) in zip(groups, PROCESS_GROUPS, strict=True):
+        if torch.distributed.get_world_size(group) != size:
+            raise ValueError(f"stream {stream} ({label}) needs a group of {size} ranks")
+    return tuple(groups)
+
+
+def _all_gather(
+    shard: torch.Tensor, group: torch.distributed.ProcessGroup
+) -> torch.Tensor:
+    """Every rank's `shard` in rank order, in one new flat tensor."""
+    size = torch.distributed.get_world_size(group)
+    out = torch.empty(shard.numel() * size, dtype=shard.dtype, device=shard.device)
+    torch.distributed.all_gather_single(out, shard.contiguous(), group=group)
+    return out.view(-1)
+
+
+def _reduce_scatter(
+    full: torch.Tensor, group: torch.distributed.ProcessGroup, average: bool
+) -> torch.Tensor:
+    """This rank's part of `full` summed (or averaged) over the ranks, a new tensor."""
+    size = torch.distributed.get_world_size(group)
+    out = torch.empty(full.numel() // size, dtype=full.dtype, device=full.device)
+    torch.distributed.reduce_scatter_single(out, full.contiguous(), group=group)
+    if average:
+        out.div_(size)
+    return out
+
+
+def _all_reduce(
+    tensor: torch.Tensor, group: torch.distributed.ProcessGroup, average: bool
+) -> torch.Tensor:
+    """`tensor` summed (or averaged) over the ranks, in place."""
+    torch.distributed.all_reduce(tensor, group=group)
+    if average:
+        tensor.div_(torch.distributed.get_world_size(group))
+    return tensor
+'''
+
+
+# An FSDP rank's weights from the whole model's: each unit's tensors flattened in one padded
+# flat tensor (zeros after the last), cut in as many chunks as ranks, this rank's kept, as
+# ``runtime.distributed`` gives each rank its shards.
+SHARD_HELPER = '''
+def _shard(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with this rank's shard of each row of SHARDS added, cut from the whole
+    tensors it holds (a unit's parameters, or one slot of their optimizer state)."""
+    rank = torch.distributed.get_rank()
+    ranks = torch.distributed.get_world_size()
+    state = dict(state)
+    for target, numel, dtype, parts in SHARDS:
+        if target in state or not all(name in state for name, _ in parts):
+            continue
+        device = state[parts[0][0]].device
+        flat = torch.zeros(numel, dtype=getattr(torch, dtype), device=device)
+        for name, offset in parts:
+            part = state[name].detach().reshape(-1)
+            flat[offset : offset + part.numel()] = part
+        state[target] = flat.chunk(ranks)[rank].clone()
+    return state
+'''
+
+
+def init(*, constants_embedded: bool, process_groups: bool = False) -> str:
+    """``__init__``: the weights table, with the embedded constants when the module has them; a
+    rank program's takes its process groups (or makes them: ``_process_groups``)."""
     table = "CONSTANTS" if constants_embedded else "{}"
+    groups = (
+        "    # one torch.distributed process group per communication stream (PROCESS_GROUPS)\n"
+        "    self.groups = _process_groups(groups)\n"
+        if process_groups
+        else ""
+    )
     return (
-        "def __init__(self) -> None:\n"
-        "    super().__init__()\n"
+        (
+            "def __init__(self, groups: tuple | None = None) -> None:\n"
+            if process_groups
+            else "def __init__(self) -> None:\n"
+        )
+        + "    super().__init__()\n"
         "    # None: use streams when the inputs are on a CUDA device\n"
         "    self.use_streams: bool | None = None\n"
         "    self._streams: dict[torch.device, tuple[torch.cuda.Stream, ...]] = {}\n"
-        f"    self.tensors = _weights_module(WEIGHTS, {table})\n"
+        f"    self.tensors = _weights_module(WEIGHTS, {table})\n" + groups
     )
 
 
-def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
+def load_weights(*, optimizer_state: bool, renamed: bool = False, sharded: bool = False) -> str:
     """``load_weights``; with optimizer state, a missing state is allowed (it may start at zero);
-    with ``RENAMED``, the names it holds are translated first."""
+    with ``RENAMED``, the names it holds are translated first; with ``SHARDS`` (an FSDP rank),
+    this rank's shards are cut from the whole tensors given first (``_shard``)."""
     state = (
         "    # optimizer state may start at zero: torch.optim's state before a first step\n"
         '    missing = [k for k in missing if not k.startswith("optimizer_state.")]\n'
@@ -118,6 +214,7 @@ def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
         '    """Copy the weights the graph reads from the model (or a state_dict)."""\n'
         "    if isinstance(model, torch.nn.Module):  # buffers left out of state_dict too\n"
         "        model = {**dict(model.named_buffers()), **model.state_dict()}\n"
+        + ("    model = _shard(model)\n" if sharded else "")
         + ("    model = {RENAMED.get(k, k): v for k, v in model.items()}\n" if renamed else "")
         + "    missing = self.tensors.load_state_dict(model, strict=False).missing_keys\n"
         + state
@@ -126,11 +223,14 @@ def load_weights(*, optimizer_state: bool, renamed: bool = False) -> str:
     )
 
 
-def load_optimizer_state(*, renamed: bool = False) -> str:
-    """``load_optimizer_state``; with ``RENAMED``, the names it holds are translated first."""
+def load_optimizer_state(*, renamed: bool = False, sharded: bool = False) -> str:
+    """``load_optimizer_state``; with ``RENAMED``, the names it holds are translated first; with
+    ``SHARDS``, this rank's shards of the whole state are cut first."""
     load = (
-        "    state = {RENAMED.get(k, k): v for k, v in state.items()}\n" if renamed else ""
-    ) + "    self.tensors.load_state_dict(state, strict=False)\n"
+        ("    state = _shard(state)\n" if sharded else "")
+        + ("    state = {RENAMED.get(k, k): v for k, v in state.items()}\n" if renamed else "")
+        + "    self.tensors.load_state_dict(state, strict=False)\n"
+    )
     return (
         "def load_optimizer_state(\n"
         "    self, optimizer: torch.optim.Optimizer, model: torch.nn.Module\n"
