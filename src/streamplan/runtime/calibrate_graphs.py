@@ -128,6 +128,8 @@ def op_bench_graph(target: str = "cpu", *, quick: bool = False, seed: int = 0) -
         add((max(1, n // c), c), ln, ln)
         add((max(1, n // 128), 128), lambda x: torch.softmax(x, dim=-1))
         add((1, c, hw, hw), lambda x: F.max_pool2d(x, 3, 2, 1))
+        add((1, c, hw, hw), lambda x: F.max_pool2d(x, 3, 1, 1))  # stride 1: its own kind
+        add((1, c, hw, hw), lambda x: F.avg_pool2d(x, 3, 2, 1))
         add((1, c, hw, hw), lambda x: F.avg_pool2d(x, 3, 1, 1))
         add((1, c, hw, hw), lambda x: F.adaptive_avg_pool2d(x, 1))
         add((1, c, hw, hw), lambda x: x.mean(dim=(2, 3)))
