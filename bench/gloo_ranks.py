@@ -35,9 +35,9 @@ def problem(name: str, ranks: int):
         from helpers.parallel_models import stack_problem
 
         return stack_problem(8)
-    from streamplan.models import _load_user
+    from streamplan.model_files import load_user
 
-    module, inputs, loss_fn, targets = _load_user("bench/models/llama.py:tiny", batch=None, with_targets=True)
+    module, inputs, loss_fn, targets = load_user("bench/models/llama.py:tiny", batch=None, with_targets=True)
     import torch
 
     gen = torch.Generator().manual_seed(5)

@@ -4,25 +4,23 @@
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import importlib.util
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamplan.errors import ModelSpecError
 from streamplan.frontends.user_code import (
-    USER_MODULE_PREFIX,
     directory_on_path,
     local_imports,
     running_user_code,
 )
 from streamplan.ir.graph import Graph
 from streamplan.ir.verify import verify
+from streamplan.model_files import load_user, python_functions_hint, python_path, rebatch
 from streamplan.progress import ProgressFn, no_progress
 
 if TYPE_CHECKING:
@@ -168,7 +166,7 @@ def check_request(spec: str, batch: int | None, dtype: str | None) -> None:
     if spec.endswith(".py") or spec.endswith(".py:"):
         raise ModelSpecError(
             f"a Python model spec names a function: {spec.rstrip(':')}:FUNCTION",
-            hint=_python_functions_hint(Path(spec.rstrip(":"))),
+            hint=python_functions_hint(Path(spec.rstrip(":"))),
         )
     from streamplan.zoo.hub import is_hub_spec, parse_hub_spec
 
@@ -232,7 +230,7 @@ def input_files(*specs: str | Path | None) -> tuple[Path, ...]:
             continue
         text = str(spec)
         if ".py:" in text:
-            out += [_python_path(text), *local_imports(_python_path(text))]
+            out += [python_path(text), *local_imports(python_path(text))]
         elif Path(text).exists():
             out.append(Path(text))
     return tuple(dict.fromkeys(out))
@@ -252,19 +250,6 @@ def _check_not_a_file(spec: str) -> None:
         return
     what = "a directory" if Path(spec).is_dir() else "a file streamplan cannot read as a model"
     raise ModelSpecError(f"is {what}, not a model", where=spec, hint=FORMS_HINT)
-
-
-def _python_functions_hint(path: Path) -> str:
-    """Name the file's top-level functions (read, not run) so the user can pick one."""
-    form = "the function takes no arguments and returns (module, example_inputs)"
-    try:
-        tree = ast.parse(path.read_text())
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return form
-    names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
-    if not names:
-        return form
-    return f"{form}; {path.name} defines: {', '.join(f'{path}:{n}' for n in names[:5])}"
 
 
 def load_model(
@@ -385,7 +370,7 @@ def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | N
     # inputs are built small and given to the capture as fakes of the batch asked for: a capture
     # computes nothing, and a large batch must not allocate its real inputs
     module, inputs = entry.load_factory()(1)
-    return _with_batch(_capture(module, _rebatch(inputs, target, fake=True), name=spec, dtype=dtype), target)
+    return _with_batch(_capture(module, rebatch(inputs, target, fake=True), name=spec, dtype=dtype), target)
 
 
 def _of_dtype(graph: Graph, dtype: str | None, spec: str) -> Graph:
@@ -457,7 +442,7 @@ def _load_training(
     from streamplan.frontends.training import capture_training
 
     user_file = ".py:" in spec
-    with directory_on_path(_python_path(spec).parent) if user_file else contextlib.nullcontext():
+    with directory_on_path(python_path(spec).parent) if user_file else contextlib.nullcontext():
         problem, name = training_problem_of(spec, batch=batch, device="meta", attention=attention)
         master_dtype = None
         if precision is not None:  # mixed precision: the model in bf16/fp16, fp32 master weights and state
@@ -495,7 +480,7 @@ def training_problem_of(
 
         return hub_training_problem(spec, batch=batch, device=device, attention=attention)
     if ".py:" in spec:
-        module, inputs, loss_fn, targets = _load_user(spec, batch=batch, with_targets=True)
+        module, inputs, loss_fn, targets = load_user(spec, batch=batch, with_targets=True)
         return TrainingProblem(
             module, inputs, loss_fn, targets, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
         ), graph_name(spec)
@@ -539,117 +524,10 @@ def _cast_floats(x: Any, tdt: Any) -> Any:
 
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
-    with directory_on_path(_python_path(spec).parent):  # forward may import a sibling lazily
-        module, inputs, _ = _load_user(spec, batch=batch, fake=True)
+    with directory_on_path(python_path(spec).parent):  # forward may import a sibling lazily
+        module, inputs, _ = load_user(spec, batch=batch, fake=True)
         with running_user_code(f"{graph_name(spec)}'s model, while traced,", spec):
             return _capture(module, inputs, name=graph_name(spec), dtype=dtype)
-
-
-def _python_path(spec: str) -> Path:
-    return Path(spec.rpartition(":")[0])
-
-
-def load_python_module(spec: str, *, batch: int | None = None) -> tuple[Any, Any]:
-    """Import ``path/to/file.py`` and call ``function()`` -> ``(module, example_inputs)``
-    (a third item, a loss function, is ignored here: it matters for training only)."""
-    module, inputs, _ = _load_user(spec, batch=batch)
-    return module, inputs
-
-
-def _load_user(
-    spec: str, *, batch: int | None = None, fake: bool = False, with_targets: bool = False
-) -> tuple[Any, ...]:
-    """Import ``path/to/file.py``, call ``function()``: ``(module, example_inputs[, loss_fn[,
-    targets]])``; ``batch`` rebuilds the inputs at that batch size (as fakes, for a capture,
-    with ``fake``); ``targets`` (a tuple of tensors the loss reads after the output, split with
-    the batch when ranks share it) is returned only ``with_targets``."""
-    path_text, _, func_name = spec.rpartition(":")
-    path = Path(path_text)
-    if not path.is_file():
-        raise ModelSpecError(f"python file {path_text!r} does not exist", where=spec)
-    with directory_on_path(path.parent):  # as Python runs a script: it can import its siblings
-        user_mod = _import_user_file(path, spec)
-        fn = getattr(user_mod, func_name, None)
-        if not callable(fn):
-            raise ModelSpecError(
-                f"{path_text} has no function {func_name!r}",
-                where=spec,
-                hint="the function must return (module, example_inputs)",
-            )
-        try:
-            with running_user_code(f"{func_name}()", spec):
-                result = fn()
-        except Exception as e:
-            if isinstance(e, ModelSpecError) and e.where == spec:
-                raise
-            raise ModelSpecError(f"{func_name}() raised {type(e).__name__}: {e}", where=spec) from None
-    if not (isinstance(result, tuple) and len(result) in (2, 3, 4)):
-        raise ModelSpecError(
-            f"{func_name}() must return (module, example_inputs), (module, example_inputs, loss_fn) or "
-            f"(module, example_inputs, loss_fn, targets), got {type(result).__name__}",
-            where=spec,
-        )
-    module, inputs, loss_fn, targets = (*result, None, ())[:4] if len(result) == 2 else (*result, ())[:4]
-    if not isinstance(targets, (tuple, list)):
-        targets = (targets,)
-    if loss_fn is not None and not callable(loss_fn):
-        raise ModelSpecError(f"the loss function {func_name}() returned is not callable", where=spec)
-    if hasattr(module, "config"):
-        from streamplan.frontends.torch_capture import drop_kv_cache
-
-        drop_kv_cache(module)  # captured and run alike: tensors out, no KV cache object
-    if batch is not None:
-        inputs = _rebatch(inputs, batch, fake=fake)
-        targets = _rebatch(tuple(targets), batch, fake=fake)
-    if with_targets:
-        return module, inputs, loss_fn, tuple(targets)
-    return module, inputs, loss_fn
-
-
-def _import_user_file(path: Path, spec: str) -> Any:
-    mod_name = f"{USER_MODULE_PREFIX}{path.stem}"
-    try:
-        module_spec = importlib.util.spec_from_file_location(mod_name, path)
-        assert module_spec is not None and module_spec.loader is not None
-        user_mod = importlib.util.module_from_spec(module_spec)
-        sys.modules[mod_name] = user_mod
-        with running_user_code(f"importing {path}", spec):
-            module_spec.loader.exec_module(user_mod)
-    except ModelSpecError:
-        raise
-    except Exception as e:  # the user's file raised: report it, no traceback
-        raise ModelSpecError(f"importing {path} raised {type(e).__name__}: {e}", where=spec) from None
-    return user_mod
-
-
-def _rebatch(inputs: Any, batch: int, *, fake: bool = False) -> Any:
-    """``inputs`` with every tensor's first dimension set to ``batch``: seeded random data, or
-    with ``fake`` tensors that have a shape and no data (what a capture needs: it computes
-    nothing, and a batch of a billion must not allocate)."""
-    import torch
-
-    mode = contextlib.nullcontext()
-    if fake:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-
-        mode = FakeTensorMode()
-
-    def fix(x: Any) -> Any:
-        if isinstance(x, torch.Tensor) and x.dim() > 0:
-            shape = (batch, *x.shape[1:])
-            if fake:
-                with mode:
-                    return torch.empty(shape, dtype=x.dtype)
-            if x.is_floating_point():
-                return torch.randn(shape, dtype=x.dtype, device=x.device)
-            return torch.zeros(shape, dtype=x.dtype, device=x.device)
-        if isinstance(x, (list, tuple)):
-            return type(x)(fix(y) for y in x)
-        if isinstance(x, dict):
-            return {k: fix(v) for k, v in x.items()}
-        return x
-
-    return fix(inputs)
 
 
 def _capture(module: Any, inputs: Any, *, name: str, dtype: str | None) -> Graph:

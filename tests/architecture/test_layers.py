@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "progress", "files", "units"},
     {"ir"},
     {"cost", "frontends"},
-    {"zoo", "models", "cache", "parallel"},
+    {"zoo", "models", "model_files", "cache", "parallel"},
     {"schedule"},
     {"fusion"},
     {"memory"},

@@ -9,7 +9,8 @@ import torch
 
 from helpers.outside_models import SPECS
 from streamplan.app.run import run_model
-from streamplan.models import load_model, load_python_module
+from streamplan.model_files import load_python_module
+from streamplan.models import load_model
 from streamplan.runtime.interpret import initial_env, params_from_module
 from streamplan.runtime.op_timing import op_scratch_bytes, op_times_ms
 from streamplan.schedule.context import ScheduleContext

@@ -214,7 +214,7 @@ def run_model(
             "CUDA graphs are captured on a GPU only", hint="run on cuda, or without CUDA graphs"
         )
     if isinstance(model, str) and ".py:" in model and not train:  # the user's module: weights, reference
-        from streamplan.models import load_python_module
+        from streamplan.model_files import load_python_module
 
         module, inputs = load_python_module(model, batch=batch)
         model = (module, inputs if isinstance(inputs, (tuple, list)) else (inputs,))
