@@ -14,9 +14,10 @@
 """
 
 from streamplan.remat.budget import PeakFloor, peak_floor
+from streamplan.remat.candidates import PlanCandidate, RematSearch
 from streamplan.remat.problem import RematProblem, evaluate, normalize
 from streamplan.remat.rewrite import recomputations, rewrite
-from streamplan.remat.search import PlanCandidate, RematSearch, search
+from streamplan.remat.search import search
 from streamplan.remat.solution import SolverResult
 from streamplan.remat.solvers import SOLVERS, solve
 

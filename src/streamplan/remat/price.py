@@ -11,11 +11,11 @@ from streamplan.cost.simulate import simulate
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import Includes
 from streamplan.memory.worst_case import worst_case_peak
+from streamplan.remat.candidates import ONE_STREAM_ORDER, UPDATES_EARLY_ORDER, PlanCandidate
 from streamplan.remat.checkpoint import checkpoint_plan
 from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem, evaluate
 from streamplan.remat.rewrite import recomputations, rewrite
-from streamplan.remat.search import ONE_STREAM_ORDER, UPDATES_EARLY_ORDER, PlanCandidate
 from streamplan.schedule.context import ScheduleContext
 from streamplan.schedule.registry import make_schedule
 

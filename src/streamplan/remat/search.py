@@ -42,7 +42,7 @@ import dataclasses
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from streamplan.budget.cached import CachedCost
 from streamplan.cost.simulate import gc_paused, simulate
@@ -54,6 +54,13 @@ from streamplan.ir.schedule import StreamSchedule
 from streamplan.memory.worst_case import STOPPED_METHOD, WorstCasePeak, worst_case_peak
 from streamplan.remat.bound import MakespanBound
 from streamplan.remat.budget import PeakFloor, fmt_mib, peak_floor
+from streamplan.remat.candidates import (
+    ONE_STREAM_ORDER,
+    POLICY_ORDER,
+    UPDATES_EARLY_ORDER,
+    PlanCandidate,
+    RematSearch,
+)
 from streamplan.remat.checkpoint import CHECKPOINT_POLICIES, blocks, checkpoint_plan
 from streamplan.remat.orders import updates_early
 from streamplan.remat.problem import RematProblem
@@ -69,75 +76,7 @@ DEFAULT_LEVELS = 12
 DEFAULT_ROUNDS = 2
 ROUNDS_MAX_OPS = 4000  # above this, rounds default to 1: each extra round schedules every plan
 ROUNDS_MAX_OPS_SEARCHING = 400  # the same for a policy that searches per schedule (budget)
-POLICY_ORDER = "policy order"
-ONE_STREAM_ORDER = "one-stream order"
-UPDATES_EARLY_ORDER = "updates-early order"
 _TOLERANCE = 1e-9  # relative: a bound this close to a makespan may be that makespan summed otherwise
-
-
-@dataclass(frozen=True)
-class PlanCandidate:
-    """One rewritten graph, its schedule under the policy, and what they cost.
-
-    ``worst_case`` is None when the candidate could not be the answer (slower than one
-    in hand, or its host-order peak already over the budget), so its peak was not
-    proven. ``level_bytes`` is the solver target it came from (None for the baseline),
-    ``reference`` the order the solver planned on and ``round`` the alternation round.
-    """
-
-    graph: Graph
-    schedule: StreamSchedule
-    timeline: Timeline
-    worst_case: WorstCasePeak | None
-    added_compute_ms: float
-    recomputed_ops: int
-    level_bytes: int | None = None
-    reference: str = "baseline"
-    round: int = 0
-    solve: SolverResult | None = field(default=None, compare=False)
-    max_streams: int = 0  # the stream cap the policy ran under
-
-    @property
-    def makespan_ms(self) -> float:
-        return self.timeline.makespan_ms
-
-    @property
-    def peak_bytes(self) -> int | None:
-        return None if self.worst_case is None else self.worst_case.upper_bytes
-
-    @property
-    def recomputed_flops(self) -> int:
-        """FLOPs of the recomputations (the captured ops' own counts)."""
-        return sum(n.flops for n in recomputations(self.graph))
-
-    def rank(self, tie: tuple) -> tuple:
-        """Sort key: faster, then lower worst case, then less added compute, then ``tie``."""
-        return (self.makespan_ms, self.peak_bytes, self.added_compute_ms, tie)
-
-
-@dataclass(frozen=True)
-class RematSearch:
-    """The answer (``chosen``), the baseline, the floor, and how much searching it took.
-
-    ``candidates`` counts the plans made, ``evaluated`` those scheduled and simulated
-    (the rest were ruled out by their makespan bound), ``analyses`` the worst-case
-    proofs. ``complete`` is False when ``search_time_limit_s`` stopped the evaluation.
-    """
-
-    budget_bytes: int
-    chosen: PlanCandidate
-    baseline: PlanCandidate
-    floor: PeakFloor
-    levels: tuple[int, ...]
-    solver: str
-    policy: str
-    joint: bool
-    candidates: int
-    analyses: int
-    search_time_s: float
-    includes: Includes
-    evaluated: int = 0
-    complete: bool = True
 
 
 def search(
