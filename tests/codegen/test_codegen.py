@@ -4,13 +4,12 @@ CUDA backend) stream, event and record_stream calls that the independent launch-
 from __future__ import annotations
 
 import functools
-import subprocess
 import sys
 
 import pytest
 import torch
 
-from helpers.codegen import generated_class, graph_leaves, import_source, stream_calls
+from helpers.codegen import assert_ruff_clean, generated_class, graph_leaves, import_source, stream_calls
 from helpers.launch_log import check_launch_log
 from helpers.models import RUNNABLE_MODELS, small_model
 from helpers.shared import stored_schedule
@@ -114,17 +113,7 @@ def generated(tmp_path_factory):
 @pytest.mark.slow
 def test_generated_files_are_ruff_clean(generated) -> None:
     folder, _ = generated
-    ruff = [sys.executable, "-m", "ruff"]
-    check = subprocess.run(
-        [*ruff, "check", "--isolated", "--select", "E,F,W,I,B,UP", str(folder)],
-        capture_output=True,
-        text=True,
-    )
-    assert check.returncode == 0, check.stdout[-3000:]
-    fmt = subprocess.run(
-        [*ruff, "format", "--isolated", "--check", str(folder)], capture_output=True, text=True
-    )
-    assert fmt.returncode == 0, fmt.stdout[-3000:] + fmt.stderr[-3000:]
+    assert_ruff_clean(folder)
 
 
 @pytest.mark.slow

@@ -6,14 +6,12 @@ launch-log checker accepts."""
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from helpers.cli import cli
-from helpers.codegen import generated_class, graph_leaves, import_source, stream_calls
+from helpers.codegen import assert_ruff_clean, generated_class, graph_leaves, import_source, stream_calls
 from helpers.launch_log import check_launch_log
 from helpers.models import small_model
 from streamplan.app.codegen import codegen_policy
@@ -90,17 +88,7 @@ def test_fused_modules_are_ruff_clean(tmp_path) -> None:
     for name in MODELS:
         for mode in MODES:
             (tmp_path / f"{name}_{mode.replace('-', '_')}.py").write_text(_generated(name, mode)[2])
-    ruff = [sys.executable, "-m", "ruff"]
-    check = subprocess.run(
-        [*ruff, "check", "--isolated", "--select", "E,F,W,I,B,UP", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
-    assert check.returncode == 0, check.stdout[-3000:]
-    fmt = subprocess.run(
-        [*ruff, "format", "--isolated", "--check", str(tmp_path)], capture_output=True, text=True
-    )
-    assert fmt.returncode == 0, fmt.stdout[-3000:] + fmt.stderr[-3000:]
+    assert_ruff_clean(tmp_path)
 
 
 def test_codegen_cli_fused(tmp_path) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import torch
 
 from helpers import fake_cuda
 from helpers.cli import assert_user_error, cli
-from helpers.codegen import generated_class, import_source
+from helpers.codegen import assert_ruff_clean, generated_class, import_source
 from helpers.codegen_ranks import RANKS, Case, eager_step, run_generated_ranks
 from streamplan.codegen import generate_module, launch_plan
 from streamplan.codegen.check import module_problems
@@ -162,17 +160,7 @@ def test_generated_ranks_on_gloo_equal_one_eager_step(which, whole, request, tmp
 def test_generated_rank_programs_are_ruff_clean(fsdp, ddp, tmp_path) -> None:
     for name, case in (("fsdp", fsdp), ("ddp", ddp)):
         (tmp_path / f"stack_{name}.py").write_text(case.source)
-    ruff = [sys.executable, "-m", "ruff"]
-    check = subprocess.run(
-        [*ruff, "check", "--isolated", "--select", "E,F,W,I,B,UP", str(tmp_path)],
-        capture_output=True,
-        text=True,
-    )
-    assert check.returncode == 0, check.stdout[-3000:]
-    fmt = subprocess.run(
-        [*ruff, "format", "--isolated", "--check", str(tmp_path)], capture_output=True, text=True
-    )
-    assert fmt.returncode == 0, fmt.stdout[-3000:] + fmt.stderr[-3000:]
+    assert_ruff_clean(tmp_path)
 
 
 def test_cli_writes_a_rank_program(tmp_path) -> None:

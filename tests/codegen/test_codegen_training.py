@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import subprocess
 import sys
 
 import pytest
 import torch
 
 from helpers.cli import cli
-from helpers.codegen import generated_class, import_source, stream_calls
+from helpers.codegen import assert_ruff_clean, generated_class, import_source, stream_calls
 from helpers.launch_log import check_launch_log
 from helpers.training import mlp_graph, mlp_problem, small_zoo_problem, two_branch_graph, two_branch_problem
 from streamplan.codegen import generate_module
@@ -129,15 +128,7 @@ def test_training_module_text(tmp_path) -> None:
     assert "optimizer_state.fc.weight.exp_avg_sq" in keys
     path = tmp_path / "step.py"
     path.write_text(source)
-    ruff = [sys.executable, "-m", "ruff"]
-    check = subprocess.run(
-        [*ruff, "check", "--isolated", "--select", "E,F,W,I,B,UP", str(path)], capture_output=True, text=True
-    )
-    assert check.returncode == 0, check.stdout[-2000:]
-    fmt = subprocess.run(
-        [*ruff, "format", "--isolated", "--check", str(path)], capture_output=True, text=True
-    )
-    assert fmt.returncode == 0, fmt.stdout[-2000:]
+    assert_ruff_clean(path)
 
 
 @pytest.mark.parametrize("policy", ["asap", "nimble"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -147,3 +148,17 @@ def stream_calls(
     with torch.no_grad(), mode:
         outputs = model(*inputs)
     return calls, outputs, len({op for op, _ in mode.order[: mode.k]})
+
+
+def assert_ruff_clean(path: Path) -> None:
+    """Generated code (a file or a folder of them) passes ruff's checks and its formatter as
+    they are, without the project's configuration."""
+    ruff = [sys.executable, "-m", "ruff"]
+    check = subprocess.run(
+        [*ruff, "check", "--isolated", "--select", "E,F,W,I,B,UP", str(path)], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout[-3000:]
+    fmt = subprocess.run(
+        [*ruff, "format", "--isolated", "--check", str(path)], capture_output=True, text=True
+    )
+    assert fmt.returncode == 0, fmt.stdout[-3000:] + fmt.stderr[-3000:]
