@@ -189,7 +189,7 @@ class DeviceFacts:
         )
 
 
-COMPUTE, LINK = 0, 1  # the resources ops share in the simulator (``CostModel.resource``)
+COMPUTE, LINK = 0, 1  # what an op's time is spent on (``CostModel.resource``)
 
 
 class CostModel(ABC):
@@ -220,7 +220,8 @@ class CostModel(ABC):
 
     def resource(self, graph: Graph, node: Node) -> int:
         """What the op's time is spent on: ``COMPUTE`` (the SMs, shared by the kernels running
-        at once) or ``LINK`` (the links between devices, shared by the collectives in flight)."""
+        at once) or ``LINK`` (the links between devices, shared by the collectives in flight).
+        The simulator reads the same fact from ``demand`` (a ``LINK`` op demands ``link``)."""
         return LINK if is_collective(node) else COMPUTE
 
     @property
