@@ -89,6 +89,8 @@ def test_without_record_stream_the_waits_order_the_reuse() -> None:
     lines = _forward_lines(case.source)
     assert not any(ln.startswith("_hand_over(") and ", caller)" not in ln for ln in lines)
     assert module_problems(case.source) == []
+    header = case.source.split('"""')[1]  # the module docstring says how cross-stream frees are made
+    assert "no record_stream" in header and "record_stream guards" not in header
 
 
 def _mutated(source: str, old: str, new: str) -> str:

@@ -37,13 +37,17 @@ class Stack(nn.Module):
 
 def stack_problem(global_batch: int = 8, seed: int = 0):
     """A ``TrainingProblem`` over ``global_batch`` samples (the ranks split it)."""
+    return _problem(Stack, 7, 5, global_batch, seed)
+
+
+def _problem(make, features: int, classes: int, global_batch: int, seed: int, **sizes):
     from streamplan.frontends.training import TrainingProblem
 
     torch.manual_seed(seed)
-    model = Stack()
+    model = make(features=features, classes=classes, **sizes)
     gen = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(global_batch, 7, generator=gen)
-    y = torch.randint(0, 5, (global_batch,), generator=gen)
+    x = torch.randn(global_batch, features, generator=gen)
+    y = torch.randint(0, classes, (global_batch,), generator=gen)
     return TrainingProblem(
         model, (x,), lambda out, t: nn.functional.cross_entropy(out, t), (y,), "cross entropy"
     )
@@ -52,4 +56,16 @@ def stack_problem(global_batch: int = 8, seed: int = 0):
 def stack(batch: int = 4):
     """``file.py:function`` form: ``(module, inputs, loss_fn, targets)`` (the CLI's model spec)."""
     p = stack_problem(batch)
+    return p.module, p.inputs, p.loss_fn, p.targets
+
+
+def wide_problem(global_batch: int = 4096, seed: int = 0):
+    """A stack whose activations (batch x 256 floats, 4 MiB at 4096) outweigh the allocator's
+    segment rounding, so recomputing some of them changes what a rank's program needs."""
+    return _problem(Stack, 64, 10, global_batch, seed, d=256, blocks=4)
+
+
+def wide(batch: int = 4096):
+    """``file.py:function`` form of ``wide_problem``."""
+    p = wide_problem(batch)
     return p.module, p.inputs, p.loss_fn, p.targets

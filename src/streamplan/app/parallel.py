@@ -49,30 +49,3 @@ def run_parallel(
     return run_ranks(
         problem, plan, optimizer=optimizer, policy=policy, ctx=ctx, repeat=repeat, chaos=chaos, seed=seed
     )
-
-
-def plan_knobs(
-    spec: str,
-    plan: ParallelPlan | str,
-    *,
-    budget: str | int | None = None,
-    batch: int | None = None,
-    dtype: str | None = None,
-    optimizer: str = "adam",
-    ctx: ScheduleContext | None = None,
-    cache: bool = True,
-) -> Any:
-    """The knobs of ``plan`` for ``spec``'s training step: the fastest setting whose worst-case
-    allocator peak fits ``budget`` (``streamplan.units`` sizes), and the Pareto front
-    (``budget.knobs.KnobPlan``)."""
-    from streamplan.budget.knobs import prescribe
-    from streamplan.cache import CaptureCache
-    from streamplan.models import ModelRequest
-    from streamplan.progress import no_progress
-    from streamplan.units import parse_bytes
-
-    budget_bytes = None if budget is None else parse_bytes(budget, what="memory budget")
-    request = ModelRequest(spec, batch=batch, dtype=dtype, train=True, optimizer=optimizer)
-    progress = ctx.progress if ctx is not None else no_progress
-    step = request.load(cache=CaptureCache() if cache else None, progress=progress)
-    return prescribe(step, plan, budget_bytes=budget_bytes, ctx=ctx, progress=progress)

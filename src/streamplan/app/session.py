@@ -385,14 +385,14 @@ class Session:
             seed=seed,
         )
 
-    def plan_knobs(self, *, budget: str | int | None = None):
+    def plan_knobs(self, *, budget: str | int | None = None, remat_tries: int = 3):
         """For a rank program: the plan's knobs (prefetch, in-flight limit, reshard,
-        ``record_stream``, buckets) whose worst-case allocator peak fits ``budget`` (bytes per
-        rank) with the fastest simulated step, and the Pareto front over the knobs
-        (``budget.knobs``)."""
+        ``record_stream``, buckets) that fit ``budget`` (bytes per rank) with the fastest
+        simulated step, and the Pareto front over the knobs (``budget.knobs``); when the
+        fastest settings do not fit, rematerialization on up to ``remat_tries`` of them
+        (``remat.knobs``; 0: knobs only)."""
         import dataclasses
 
-        from streamplan.budget.knobs import prescribe
         from streamplan.cache import CaptureCache
         from streamplan.models import ModelRequest
         from streamplan.units import parse_bytes
@@ -406,8 +406,15 @@ class Session:
         step = dataclasses.replace(self.source, parallel=None).load(
             cache=CaptureCache(), progress=self.progress
         )
-        return prescribe(
-            step, self.source.parallel, budget_bytes=budget_bytes, ctx=self.context(), progress=self.progress
+        from streamplan.remat.knobs import prescribe_with_remat
+
+        return prescribe_with_remat(
+            step,
+            self.source.parallel,
+            budget_bytes=budget_bytes,
+            ctx=self.context(),
+            tries=remat_tries,
+            progress=self.progress,
         )
 
     def _spec(self) -> str | None:

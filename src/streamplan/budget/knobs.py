@@ -12,13 +12,20 @@ Each setting's memory is the **worst-case allocator peak**: the ``torch-cuda`` r
 reserved bytes under maximal run-ahead (``memory.launch_time``: the device as far behind
 the host as the host waits allow, every ``record_stream`` hold as long as it can last),
 counting the parameters (shards), optimizer state and inputs. Its time is the simulated
-step. ``prescribe`` keeps the fastest setting whose peak fits the budget, and the front of
-settings no other beats on both. The grid is small enough to evaluate whole, so the
-choice is the fastest that fits, not an estimate of it.
+step. A setting **fits** a budget when that replay, given the budget as its device memory,
+never runs out: its peak may be above the budget if returning cached segments (what
+PyTorch's allocator does before it reports out of memory) keeps it within. Each such
+return synchronises the device, which the simulated step leaves out, so ``prescribe``
+keeps the fastest setting that fits **without** returning its cache, and only when none
+does, the fastest that fits by returning it; and the front of settings no other beats on
+both step and peak. The grid is small enough to evaluate whole, so the choice is the
+fastest that fits, not an estimate of it. ``remat.knobs`` adds rematerialization to the
+knobs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from dataclasses import dataclass
@@ -54,7 +61,23 @@ class KnobPoint:
     exposed_comm_ms: float
     peak_bytes: int  # worst-case torch-cuda reserved, residents included
     held_bytes: int  # worst-case held bytes (exact sizes), residents included
-    fits: bool
+    fits: bool  # never out of memory with the budget as the device memory
+    recomputed_ops: int = 0  # rematerialization on top of the knobs (``remat.knobs``)
+    added_compute_ms: float = 0.0  # the recomputations' own time, part of ``step_ms``
+    cache_releases: int = 0  # times the allocator returned its cache to stay within the budget
+    needed_bytes: int | None = None  # the least device memory it runs in (``needed_bytes``)
+
+    @property
+    def fit_class(self) -> int:
+        """0: fits without returning cached memory, 1: fits by returning it, 2: does not fit."""
+        return 2 if not self.fits else (1 if self.cache_releases else 0)
+
+    @property
+    def label(self) -> str:
+        """The knobs, and the recomputations when there are some."""
+        if not self.recomputed_ops:
+            return self.knobs
+        return f"{self.knobs} remat={self.recomputed_ops}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,13 +88,18 @@ class KnobPoint:
             "peak_bytes": self.peak_bytes,
             "held_bytes": self.held_bytes,
             "fits": self.fits,
+            "recomputed_ops": self.recomputed_ops,
+            "added_compute_ms": self.added_compute_ms,
+            "cache_releases": self.cache_releases,
+            "needed_bytes": self.needed_bytes,
         }
 
 
 @dataclass(frozen=True)
 class KnobPlan:
     """Every setting evaluated, the Pareto front (by step, then peak) and the chosen one (the
-    fastest that fits ``budget_bytes``; None when none does)."""
+    fastest that fits ``budget_bytes``, preferring those that need not return cached memory;
+    None when none fits)."""
 
     graph: str
     budget_bytes: int | None
@@ -79,6 +107,7 @@ class KnobPlan:
     front: tuple[KnobPoint, ...]
     chosen: KnobPoint | None
     seconds: float
+    remat_tried: int = 0  # settings the rematerialization search was run on (``remat.knobs``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,31 +117,67 @@ class KnobPlan:
             "front": [p.to_dict() for p in self.front],
             "points": [p.to_dict() for p in self.points],
             "seconds": self.seconds,
+            "remat_tried": self.remat_tried,
         }
 
+    def with_points(self, extra: tuple[KnobPoint, ...], seconds: float, remat_tried: int) -> KnobPlan:
+        """This plan with ``extra`` settings evaluated too: the front and the choice made again."""
+        points = self.points + extra
+        front, chosen = front_and_choice(points, self.budget_bytes)
+        return KnobPlan(self.graph, self.budget_bytes, points, front, chosen, seconds, remat_tried)
+
     def lines(self) -> list[str]:
-        gib = 1 << 30
-        budget = "no budget" if self.budget_bytes is None else f"budget {self.budget_bytes / gib:.2f} GiB"
+        sizes = [p.peak_bytes for p in self.points] + [self.budget_bytes or 0]
+        unit, gib = ("GiB", 1 << 30) if max(sizes) >= 1 << 30 else ("MiB", 1 << 20)  # the table's unit
+        budget = "no budget" if self.budget_bytes is None else f"budget {self.budget_bytes / gib:.2f} {unit}"
+        remat = f", rematerialization tried on {self.remat_tried}" if self.remat_tried else ""
         out = [
             f"knobs for {self.graph} ({budget}; worst-case torch-cuda reserved under maximal run-ahead, "
-            f"parameters and optimizer state included; {len(self.points)} settings in {self.seconds:.1f} s):"
+            f"parameters and optimizer state included; {len(self.points)} settings{remat} "
+            f"in {self.seconds:.1f} s):"
         ]
         if self.chosen is not None:
             c = self.chosen
             out.append(f"  chosen: {c.plan}")
-            out.append(f"    step {c.step_ms:.2f} ms, worst-case peak {c.peak_bytes / gib:.2f} GiB")
+            if c.recomputed_ops:
+                out.append(
+                    f"    with rematerialization: {c.recomputed_ops} ops recomputed "
+                    f"(+{c.added_compute_ms:.2f} ms of compute; `streamplan remat` shows which)"
+                )
+            needs = "" if c.needed_bytes is None else f", runs in {c.needed_bytes / gib:.2f} {unit}"
+            out.append(f"    step {c.step_ms:.2f} ms, worst-case peak {c.peak_bytes / gib:.2f} {unit}{needs}")
+            if c.cache_releases:
+                out.append(
+                    f"    within the budget only by returning cached memory to the device "
+                    f"{c.cache_releases} times a step (each a synchronisation the step time leaves out)"
+                )
         elif self.budget_bytes is not None:
             least = min(self.points, key=lambda p: p.peak_bytes)
+            tried = " even with rematerialization" if self.remat_tried else ""
             out.append(
-                f"  no setting fits: the smallest peak is {least.peak_bytes / gib:.2f} GiB ({least.knobs}); "
-                "rematerialization or more ranks are needed"
+                f"  no setting fits{tried}: the smallest peak is {least.peak_bytes / gib:.2f} {unit} "
+                f"({least.label}); more ranks or a smaller batch are needed"
             )
-        out.append("  Pareto front (step ms, peak GiB, exposed communication ms):")
-        for p in self.front:
-            mark = "  <- chosen" if p == self.chosen else ("" if p.fits else "  (over budget)")
+        out.append(f"  Pareto front (step ms, peak {unit}, runs in {unit}, exposed communication ms):")
+        shown = list(self.front)
+        if self.chosen is not None and self.chosen not in shown:
+            shown.append(self.chosen)  # chosen for fitting under the cap, not for its peak
+        for p in shown:
+            mark = (
+                "  <- chosen"
+                if p == self.chosen
+                else ("", "  (returns its cache)", "  (does not fit)")[p.fit_class]
+            )
+            remat = f" + remat of {p.recomputed_ops} ops" if p.recomputed_ops else ""
+            needs = "-" if p.needed_bytes is None else f"{p.needed_bytes / gib:.2f}"
             out.append(
-                f"    {p.step_ms:10.2f} {p.peak_bytes / gib:8.2f} {p.exposed_comm_ms:8.2f}  {p.plan}{mark}"
+                f"    {p.step_ms:10.2f} {p.peak_bytes / gib:8.2f} {needs:>8} {p.exposed_comm_ms:8.2f}  "
+                f"{p.plan}{remat}{mark}"
             )
+        out.append(
+            "  (peak: reserved when nothing limits the cache; runs in: a device memory in which the "
+            "allocator never runs out, returning its cache when it must)"
+        )
         return out
 
 
@@ -130,20 +195,35 @@ def knob_settings(plan: ParallelPlan) -> list[ParallelPlan]:
     return out
 
 
-def evaluate(program: Graph, plan: ParallelPlan, ctx: ScheduleContext, budget_bytes: int | None) -> KnobPoint:
-    """One setting: scheduled by ``overlap`` with ``plan``'s knobs, simulated, its peaks replayed."""
+def knob_context(plan: ParallelPlan, ctx: ScheduleContext) -> ScheduleContext:
+    """``ctx`` with ``plan``'s knobs as the ``overlap`` policy's options."""
     options = {
         "forward_prefetch": plan.forward_prefetch,
         "backward_prefetch": plan.backward_prefetch,
         "in_flight": plan.in_flight,
         "record_stream": plan.record_stream,
     }
-    s = make_schedule(program, "overlap", ctx.replace(options=FrozenDict(options)))
+    return ctx.replace(options=FrozenDict(options))
+
+
+def evaluate(program: Graph, plan: ParallelPlan, ctx: ScheduleContext, budget_bytes: int | None) -> KnobPoint:
+    """One setting: scheduled by ``overlap`` with ``plan``'s knobs, simulated, its peaks replayed.
+
+    It fits ``budget_bytes`` when the allocator, replayed with the budget as its device memory,
+    never runs out: a setting whose cache grows past the budget when nothing stops it may still
+    fit, because PyTorch's allocator returns its cached free segments to the device (after
+    waiting for every pending ``record_stream`` event) before it reports out of memory.
+    ``cache_releases`` counts those returns; each is a device synchronisation the simulated
+    step does not include."""
+    s = make_schedule(program, "overlap", knob_context(plan, ctx))
     tl = simulate(program, s, ctx.cost)
     live = liveness(program, s, includes=EVERYTHING)
     tc = replay(program, s, "torch-cuda", includes=EVERYTHING, live=live, run_ahead=True)
     held = held_peak(live, s).peak_bytes
-    fits = budget_bytes is None or tc.reserved_peak_bytes <= budget_bytes
+    fits, releases = True, 0
+    if budget_bytes is not None and tc.reserved_peak_bytes > budget_bytes:
+        capped = _capped(program, s, live, budget_bytes)
+        fits, releases = capped.oom is None, capped.alloc_retries
     return KnobPoint(
         plan.describe(),
         plan.knobs(),
@@ -152,7 +232,36 @@ def evaluate(program: Graph, plan: ParallelPlan, ctx: ScheduleContext, budget_by
         tc.reserved_peak_bytes,
         held,
         fits,
+        cache_releases=releases,
     )
+
+
+def needed_bytes(
+    program: Graph, plan: ParallelPlan, ctx: ScheduleContext, *, tolerance_bytes: int = MIB
+) -> int:
+    """The least device memory (within ``tolerance_bytes``) in which ``plan``'s setting of
+    ``program`` runs without the allocator running out, under maximal run-ahead: between its
+    exact held peak and its reserved peak when nothing stops the cache growing."""
+    s = make_schedule(program, "overlap", knob_context(plan, ctx))
+    live = liveness(program, s, includes=EVERYTHING)
+    high = replay(
+        program, s, "torch-cuda", includes=EVERYTHING, live=live, run_ahead=True
+    ).reserved_peak_bytes
+    low = held_peak(live, s).peak_bytes - 1  # nothing runs in less than what it holds at once
+    while high - low > tolerance_bytes:
+        mid = (low + high) // 2
+        if _capped(program, s, live, mid).oom is None:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def _capped(program: Graph, schedule, live, capacity_bytes: int):
+    return replay(
+        program, schedule, "torch-cuda", includes=EVERYTHING, live=live, run_ahead=True,
+        device_memory_bytes=capacity_bytes,
+    )  # fmt: skip
 
 
 def prescribe(
@@ -179,11 +288,36 @@ def prescribe(
         if key not in programs:
             programs[key] = rank_program(step, setting)
         points.append(evaluate(programs[key], setting, ctx, budget_bytes))
-    ordered = sorted(points, key=lambda p: (p.step_ms, p.peak_bytes))
-    front, best_peak = [], None
+    front, chosen = front_and_choice(tuple(points), budget_bytes)
+    # what the front's settings (and the choice) need at least: a few replays each, so only for those
+    by_plan = {s.describe(): s for s in settings}
+    shown = {p.plan for p in front} | ({chosen.plan} if chosen is not None else set())
+    for k, p in enumerate(points):
+        if p.plan in shown:
+            setting = by_plan[p.plan]
+            program = programs[(setting.reshard_after_forward, setting.bucket_bytes)]
+            needs = needed_bytes(program, setting, ctx)
+            if p.fits and budget_bytes is not None:
+                needs = min(needs, budget_bytes)  # shown to run within the budget too
+            points[k] = dataclasses.replace(p, needed_bytes=needs)
+    front, chosen = front_and_choice(tuple(points), budget_bytes)
+    return KnobPlan(step.name, budget_bytes, tuple(points), front, chosen, time.perf_counter() - t0)
+
+
+def front_and_choice(
+    points: tuple[KnobPoint, ...], budget_bytes: int | None
+) -> tuple[tuple[KnobPoint, ...], KnobPoint | None]:
+    """The settings no other beats on both step and peak (fastest first), and the fastest that
+    fits ``budget_bytes`` (the fastest of all without a budget; None when none fits)."""
+    ordered = sorted(points, key=lambda p: (p.step_ms, p.peak_bytes, p.recomputed_ops))
+    front: list[KnobPoint] = []
+    best_peak = None
     for p in ordered:
         if best_peak is None or p.peak_bytes < best_peak:
             front.append(p)
             best_peak = p.peak_bytes
-    chosen = next((p for p in ordered if p.fits), None) if budget_bytes is not None else ordered[0]
-    return KnobPlan(step.name, budget_bytes, tuple(points), tuple(front), chosen, time.perf_counter() - t0)
+    if budget_bytes is None:
+        return tuple(front), ordered[0]
+    fitting = [p for p in ordered if p.fits]
+    chosen = min(fitting, key=lambda p: p.fit_class) if fitting else None  # stable: fastest of its class
+    return tuple(front), chosen

@@ -61,14 +61,23 @@ PlanOptimizerOpt = typer.Option("adam", "--optimizer", help="the update in the s
 def plan_command(
     o: Given,
     budget: str | None = typer.Option(
-        None, "--budget", help="memory per rank the worst-case allocator peak must fit: 70GiB, 80GB, bytes"
+        None,
+        "--budget",
+        help="device memory per rank the allocator must never run out of: 70GiB, 80GB, bytes",
+    ),
+    remat_tries: int = typer.Option(
+        3,
+        "--remat-tries",
+        min=0,
+        help="settings to try rematerialization on, per round, when the fastest do not fit (0: knobs only)",
     ),
 ) -> None:
-    """Choose a parallel plan's knobs (prefetch, in-flight limit, reshard, record_stream, buckets):
-    the fastest simulated step whose worst-case allocator peak fits the budget, and the Pareto front."""
+    """Choose a parallel plan's knobs (prefetch, in-flight limit, reshard, record_stream, buckets)
+    and, when they are not enough, rematerialization: the fastest simulated step that fits the
+    budget under maximal run-ahead, and the Pareto front."""
     given = dataclasses.replace(o, train=True)
     with given.session() as s:
-        result = s.plan_knobs(budget=budget)
+        result = s.plan_knobs(budget=budget, remat_tries=remat_tries)
     if o.as_json:
         emit_json(result.to_dict())
         return

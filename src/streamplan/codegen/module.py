@@ -390,11 +390,17 @@ def _header(
                 else " returned (nothing is updated)."
             ),
         ]
+    guard = (
+        "record_stream guards tensors freed after use on another stream;"
+        if schedule.record_stream
+        else "a tensor used on another stream is freed after a wait (no record_stream);"
+    )
     lines += [
         "",
-        "With CUDA inputs each op runs on its schedule stream (events order the streams,",
-        "record_stream guards tensors freed after use on another stream); on the CPU the same",
-        "ops run in launch order. Copy the model's weights in with load_weights(model).",
+        "With CUDA inputs each op runs on its schedule stream: events order the streams, and",
+        guard,
+        "on the CPU the same ops run in launch order. Copy the model's weights in with",
+        "load_weights(model).",
         '"""',
     ]
     # keep the docstring within the line length: long model names or inputs are cut
