@@ -9,8 +9,8 @@ setting costs exposed communication. ``prescribe_with_remat`` finds out.
 Which settings are tried: those that could beat the choice: any when nothing fits or the
 choice fits only by returning cached memory to the device (``budget.knobs``: the choice
 prefers settings that need not), else those faster than the choice that are over the
-budget or have to return memory; least held first (recomputation lowers what is held, and
-the allocator needs at least that), at most ``tries`` per round. A round aims to fit at all
+budget or have to return memory; in turn the fastest and the least held (recomputation
+lowers what is held, and the allocator needs at least that), at most ``tries`` per round. A round aims to fit at all
 when nothing does, then to fit without returning cached memory. Each is given to the
 rematerialization search (``remat.search``, jointly with the ``overlap`` schedule and that
 setting's knobs), and the rewritten rank program is evaluated exactly like every other
@@ -20,10 +20,13 @@ its own allocator peak decide.
 Two figures meet here. A setting fits when the torch-cuda allocator, replayed under
 maximal run-ahead (allocations at host launch, frees held by ``record_stream``) with the
 budget as its device memory, never runs out; the search bounds the device worst case over
-every timing, in exact sizes. The search cannot plan on the first, so it is given the
-budget less the allocator's overhead on the setting without remat (the least device memory
-it runs in, less its device worst case); when the rewritten program still does not fit, the
-target is lowered by what it lacks and the search runs again (at most ``ROUNDS`` times).
+every timing, in exact sizes. The search cannot plan on the first. To fit without returning cached
+memory, the allocator's reserved bytes must stay within the budget: the search is given
+the budget less what the cache adds to the device figure on the setting without remat, and
+lowered by the excess when the rewritten program is still over. To fit at all (by returning
+the cache), there is no such measure (under a cap the allocator is not monotone: it can fit
+a smaller capacity and not a larger one), so the search starts just under the budget and
+asks for ``STEP`` less each time. At most ``ROUNDS`` rounds either way.
 The answer is therefore always checked on the budget's own figure; what is not guaranteed
 is that the search found the fastest remat plan for that figure (it found the fastest for
 the target it was given).
@@ -55,7 +58,8 @@ from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.registry import make_schedule
 
 DEFAULT_TRIES = 3
-ROUNDS = 3
+ROUNDS = 4
+STEP = 0.06  # how much lower each round asks for, when the allocator gives no measure of what is missing
 
 
 def prescribe_with_remat(
@@ -112,15 +116,24 @@ def remat_goal(grid: KnobPlan) -> int:
 def remat_candidates(grid: KnobPlan, tries: int, tried: set[tuple[str, int]]) -> list[KnobPoint]:
     """The settings that could beat the choice once they reach ``remat_goal`` and were not tried
     for it: every one that does not reach it when nothing fits or the choice has to return its
-    cache, else those faster than the choice that do not; least held first (recomputation
-    lowers what is held; the allocator needs at least that), then fastest."""
+    cache, else those faster than the choice that do not. Taken in turn from two orders: the
+    fastest (what is most worth fitting; ties: least held) and the least held (what is
+    likeliest to fit: recomputation lowers what is held, and the allocator needs at least
+    that; ties: fastest)."""
     chosen, goal = grid.chosen, remat_goal(grid)
     pool = [
         p for p in grid.points if p.fit_class > goal and not p.recomputed_ops and (p.plan, goal) not in tried
     ]
     if chosen is not None and chosen.fit_class == 0:
         pool = [p for p in pool if p.step_ms < chosen.step_ms]
-    return sorted(pool, key=lambda p: (p.held_bytes, p.step_ms))[:tries]
+    fastest = sorted(pool, key=lambda p: (p.step_ms, p.held_bytes))
+    leanest = sorted(pool, key=lambda p: (p.held_bytes, p.step_ms))
+    out: list[KnobPoint] = []
+    for a, b in zip(fastest, leanest, strict=True):
+        for p in (a, b):
+            if p not in out and len(out) < tries:
+                out.append(p)
+    return out
 
 
 def remat_setting(
@@ -135,14 +148,13 @@ def remat_setting(
     (``KnobPoint.fit_class``: 0 without returning cached memory, 1 by returning it), or None
     when the search finds none (module docstring: the two figures and the rounds)."""
 
-    def memory(graph: Graph, peak_bytes: int) -> int:  # the figure the goal bounds by the budget
-        return peak_bytes if goal == 0 else needed_bytes(graph, setting, ctx)
-
     knobbed = knob_context(setting, ctx)
     schedule = make_schedule(program, "overlap", knobbed)
     device_bytes = worst_case_peak(program, schedule, includes=EVERYTHING, time_limit_s=ctx.time_limit_s)
-    before_bytes = memory(program, point.peak_bytes)
-    target = budget_bytes - max(before_bytes - device_bytes.upper_bytes, 0)
+    if goal == 0:  # the cache must stay within the budget: subtract what it adds to the device figure
+        target = budget_bytes - max(point.peak_bytes - device_bytes.upper_bytes, 0)
+    else:  # under a cap the allocator's needs are not monotone: start just under the budget
+        target = int(min(device_bytes.upper_bytes, budget_bytes) * (1 - STEP))
     for _ in range(ROUNDS):
         if target <= 0:
             return None
@@ -151,17 +163,19 @@ def remat_setting(
         except BudgetError:
             return None
         chosen = found.chosen
-        if not chosen.recomputed_ops:  # the target was met without recomputing, so it was too loose
-            target -= max(before_bytes - budget_bytes, MIB)
-            continue
-        after = evaluate(chosen.graph, setting, ctx, budget_bytes)
-        if after.fit_class <= goal:
-            needs = needed_bytes(chosen.graph, setting, ctx)
-            return dataclasses.replace(
-                after,
-                recomputed_ops=chosen.recomputed_ops,
-                added_compute_ms=chosen.added_compute_ms,
-                needed_bytes=min(needs, budget_bytes),
-            )
-        target -= max(memory(chosen.graph, after.peak_bytes) - budget_bytes, MIB)
+        if chosen.recomputed_ops:
+            after = evaluate(chosen.graph, setting, ctx, budget_bytes)
+            if after.fit_class <= goal:
+                needs = needed_bytes(chosen.graph, setting, ctx)
+                return dataclasses.replace(
+                    after,
+                    recomputed_ops=chosen.recomputed_ops,
+                    added_compute_ms=chosen.added_compute_ms,
+                    needed_bytes=min(needs, budget_bytes),
+                )
+            if goal == 0:
+                target -= max(after.peak_bytes - budget_bytes, MIB)
+                continue
+        # met by the schedule alone, or fits no better: ask for less than this answer holds
+        target = int(min(target, chosen.peak_bytes or target) * (1 - STEP))
     return None
