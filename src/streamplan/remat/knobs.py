@@ -85,7 +85,7 @@ def prescribe_with_remat(
         return grid
     by_plan = {p.describe(): p for p in knob_settings(plan)}
     programs: dict[str, Graph] = {}
-    tried: set[tuple[str, int]] = set()
+    tried: dict[str, int] = {}  # setting -> the class its recomputations reached (2: none fitted)
     for _ in range(2):  # at most: a round to fit at all, then one to fit without returning the cache
         goal = remat_goal(grid)
         candidates = remat_candidates(grid, tries, tried)
@@ -94,14 +94,14 @@ def prescribe_with_remat(
         found = []
         for k, point in enumerate(candidates):
             progress("knobs: rematerialization on the settings that do not fit", k, len(candidates))
-            tried.add((point.plan, goal))
             setting = by_plan[point.plan]
             if point.plan not in programs:
                 programs[point.plan] = rank_program(step, setting)
             remat = remat_setting(programs[point.plan], setting, point, budget_bytes, ctx, goal)
+            tried[point.plan] = 2 if remat is None else remat.fit_class
             if remat is not None:
                 found.append(remat)
-        grid = grid.with_points(tuple(found), time.perf_counter() - t0, len({plan for plan, _ in tried}))
+        grid = grid.with_points(tuple(found), time.perf_counter() - t0, len(tried))
         if goal == 0:
             break
     return grid
@@ -113,16 +113,19 @@ def remat_goal(grid: KnobPlan) -> int:
     return 1 if grid.chosen is None else 0
 
 
-def remat_candidates(grid: KnobPlan, tries: int, tried: set[tuple[str, int]]) -> list[KnobPoint]:
-    """The settings that could beat the choice once they reach ``remat_goal`` and were not tried
-    for it: every one that does not reach it when nothing fits or the choice has to return its
-    cache, else those faster than the choice that do not. Taken in turn from two orders: the
+def remat_candidates(grid: KnobPlan, tries: int, tried: dict[str, int]) -> list[KnobPoint]:
+    """The settings that could beat the choice once they reach ``remat_goal``, not tried before
+    (or tried and brought only to the class above the goal): every one that does not reach it
+    when nothing fits or the choice has to return its cache, else those faster than the
+    choice that do not. Taken in turn from two orders: the
     fastest (what is most worth fitting; ties: least held) and the least held (what is
     likeliest to fit: recomputation lowers what is held, and the allocator needs at least
     that; ties: fastest)."""
     chosen, goal = grid.chosen, remat_goal(grid)
     pool = [
-        p for p in grid.points if p.fit_class > goal and not p.recomputed_ops and (p.plan, goal) not in tried
+        p
+        for p in grid.points
+        if p.fit_class > goal and not p.recomputed_ops and tried.get(p.plan, goal + 1) == goal + 1
     ]
     if chosen is not None and chosen.fit_class == 0:
         pool = [p for p in pool if p.step_ms < chosen.step_ms]
@@ -145,9 +148,27 @@ def remat_setting(
     goal: int,
 ) -> KnobPoint | None:
     """``point``'s setting with recomputations that make it fit ``budget_bytes`` in class ``goal``
-    (``KnobPoint.fit_class``: 0 without returning cached memory, 1 by returning it), or None
-    when the search finds none (module docstring: the two figures and the rounds)."""
+    (``KnobPoint.fit_class``: 0 without returning cached memory, 1 by returning it), or, when
+    none does and ``point`` did not fit at all, one that fits by returning the cache; None when
+    the search finds neither (module docstring: the two figures and the rounds)."""
+    fits_at_all = None
+    if goal == 0 and point.fit_class == 2:
+        fits_at_all = _remat_to(program, setting, point, budget_bytes, ctx, 1)
+        if fits_at_all is None:
+            return None  # if it cannot fit by returning the cache, it cannot fit without
+        if fits_at_all.fit_class == 0:
+            return fits_at_all
+    return _remat_to(program, setting, point, budget_bytes, ctx, goal) or fits_at_all
 
+
+def _remat_to(
+    program: Graph,
+    setting: ParallelPlan,
+    point: KnobPoint,
+    budget_bytes: int,
+    ctx: ScheduleContext,
+    goal: int,
+) -> KnobPoint | None:
     knobbed = knob_context(setting, ctx)
     schedule = make_schedule(program, "overlap", knobbed)
     device_bytes = worst_case_peak(program, schedule, includes=EVERYTHING, time_limit_s=ctx.time_limit_s)
