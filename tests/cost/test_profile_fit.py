@@ -9,7 +9,7 @@ import pytest
 from streamplan.cost import AnalyticCostModel, Calibration, GemmCurve, Supply, TimeCurve, get_device, simulate
 from streamplan.cost.benchmarks import DeviceMeasurements, TimedRun
 from streamplan.cost.fit import fit_profile
-from streamplan.cost.fit_curves import fit_gemm, monotone
+from streamplan.cost.fit_curves import fit_gemm, monotone, time_weights
 from streamplan.cost.kinds import OpFeatures
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.schedule.events import with_derived_waits
@@ -177,3 +177,27 @@ def test_refining_on_other_models_undoes_a_family_measured_too_slow():
     after = simulate(g, one, AnalyticCostModel(refined)).makespan_ms
     assert abs(after / truth - 1) < 0.1 < abs(before / truth - 1)
     assert "refined" in dict(refined.calibration.sources)
+
+
+def test_time_weights_grow_with_the_square_root_of_time():
+    assert time_weights([1.0, 4.0, 16.0]) == pytest.approx([0.5, 1.0, 2.0])
+    assert time_weights([]) == []
+
+
+def test_the_gemm_fit_gets_the_long_ops_right_when_the_short_ones_disagree():
+    # long ops run at a plateau the four-number surface cannot follow while the many short ones
+    # follow the surface (as 1 x 1 convolutions do on a CPU): the long ops, which make a model's
+    # latency, decide the fit (unweighted, they come out 20% off)
+    surface = GemmCurve("conv1x1", 2.5e11, 100.0, 40.0, 50.0)
+
+    def sample(m: int, n: int, k: int) -> tuple[OpFeatures, float]:
+        flops = 2 * m * n * k
+        return OpFeatures("conv1x1", "conv1x1", flops, 0, (m, n, k)), 1e3 * flops / min(
+            9e10, surface.rate(m, n, k)
+        )
+
+    long_ops = [sample(m, n, 512) for m in (196, 784, 3136) for n in (256, 512, 1024)]
+    short_ops = [sample(m, n, k) for m in (16, 49, 196) for n in (16, 32, 64) for k in (16, 32, 64)]
+    got = fit_gemm("conv1x1", long_ops + short_ops)
+    errors = [abs(got.time_ms(f.flops, f.gemm_mnk) / ms - 1) for f, ms in long_ops]
+    assert max(errors) < 0.12, errors

@@ -11,7 +11,11 @@ depends on:
   which libraries run as a plain GEMM and which runs at a different rate than a
   k x k one of the same shape);
 - every other kind is timed against one number, its *work*: FLOPs for
-  ``conv_grouped`` (grouped and depthwise convolutions), pooling windows and
+  ``conv_grouped`` (grouped and depthwise convolutions; a depthwise one whose channels
+  are not a multiple of 16, ``conv_grouped_unaligned``, is a kind of its own: the CPU's
+  library computes 16 channels at once, and on a 2-core AVX-512 machine a 3 x 3
+  depthwise convolution at 56 x 56 took 0.9-1.1 ns per output at 152, 154 or 168
+  channels against 0.36-0.55 at 128, 144, 160 or 176), pooling windows and
   attention, bytes moved for everything else (pointwise ops, norms, softmax,
   reductions, copies);
 - each kind belongs to a *family* (``FAMILIES``) whose pooled measurements cost an
@@ -130,7 +134,8 @@ def op_features(graph: Graph, node: Node) -> OpFeatures:
         conv = _anchor_node(node)
         groups, kernel_area = _conv_shape(graph, conv)
         if groups > 1:
-            return OpFeatures("conv_grouped", "conv_grouped", int(node.flops), nbytes)
+            kind = "conv_grouped" if groups % CHANNEL_BLOCK == 0 or not _depthwise(graph, conv) else UNALIGNED
+            return OpFeatures(kind, "conv_grouped", int(node.flops), nbytes)
         kind = "conv1x1" if kernel_area == 1 else "conv"
         return OpFeatures(kind, kind, int(node.flops), nbytes, _conv_mnk(graph, conv, node, int(node.flops)))
     if family == "pool" and _stride_one(_anchor_node(node)):
@@ -139,6 +144,14 @@ def op_features(graph: Graph, node: Node) -> OpFeatures:
 
 
 STRIDE_ONE = "_stride1"  # the suffix of a pooling kind whose windows move by one element
+CHANNEL_BLOCK = 16  # channels per vector block of oneDNN's depthwise kernels on AVX-512 (16 floats)
+UNALIGNED = "conv_grouped_unaligned"  # a depthwise convolution whose channels are not whole blocks
+
+
+def _depthwise(graph: Graph, conv: Node) -> bool:
+    """True when every group of a grouped convolution has one input channel."""
+    w = _shape(graph, conv.inputs[1]) if len(conv.inputs) > 1 else None
+    return bool(w) and len(w) >= 2 and w[1] == 1
 
 
 def _stride_one(pool: Node) -> bool:

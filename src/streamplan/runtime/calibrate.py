@@ -36,7 +36,6 @@ from streamplan.progress import ProgressFn, no_progress
 from streamplan.runtime.calibrate_graphs import (
     chain_graph,
     corun_cases,
-    is_prep,
     op_bench_graph,
     pingpong_schedule,
 )
@@ -78,6 +77,7 @@ def measure_device(
         m = _measure_cpu(bench.graph, inputs, params, chain, quick, reps, progress)
     else:
         m = _measure_cuda(bench.graph, inputs, params, chain, quick, reps, progress, size_class)
+    m["op_ms"] = {op: ms for op, ms in m["op_ms"].items() if bench.is_sample(bench.graph.node(op))}
     meta = {
         "date": date.today().isoformat(),
         "host": platform.node(),
@@ -99,7 +99,6 @@ def _measure_cpu(
     seq = _sequential(bench)
     r = run(bench, seq, inputs, params=params, repeat=reps, warmup=1)
     op_ms, spread = _span_medians(r.timelines, bench)
-    op_ms = {op: ms for op, ms in op_ms.items() if not is_prep(bench.node(op))}
     ops_run = TimedRun("ops", "overhead", bench, seq, r.measured_ms, r.times_ms)
     progress("calibrate: per-op overhead and events", 1, 3)
     chain_seq = _sequential(chain)
@@ -208,7 +207,6 @@ def _measure_cuda(
     progress("calibrate: timing ops on the device", 0, 4)
     env = initial_env(bench, inputs, params, device=dev)
     op_ms = _device_op_times(bench, env, repeat=max(3, reps))
-    op_ms = {op: ms for op, ms in op_ms.items() if not is_prep(bench.node(op))}
     chain_env = initial_env(chain, None, None, device=dev)
     kernel_ms = _device_op_times(chain, chain_env, repeat=max(10, 2 * reps), only=chain.node_ids[:1])
     tiny = next(iter(kernel_ms.values()))

@@ -2,10 +2,13 @@
 
 - ``op_bench_graph``: one captured module that applies every op kind the cost model
   distinguishes (``cost.kinds``) at several sizes, each on its own input: dense k x k
-  and 1 x 1 convolutions and depthwise ones over a spread of implicit-GEMM shapes,
+  and 1 x 1 convolutions and depthwise ones (with channels in whole vector blocks and
+  not) over a spread of implicit-GEMM shapes,
   linear and batched matmuls, attention, pointwise ops, norms, softmax, pooling,
   reductions, copies. Run once per repetition in graph order, each op is one sample
-  of its kind's time curve.
+  of its kind's time curve. Each kind's sizes run back to back after a warm-up run of
+  its first size that is not a sample (``OpBench.is_sample``), so that every sample
+  finds its kind's code warm, as ops in a model do.
 - ``chain_graph``: a chain of ``n`` tiny ops (one element each): per-op overheads.
 - ``pingpong_schedule``: the same chain on two streams, each op waiting for the one
   before it on the other stream: the cost of a cross-stream wait.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -44,6 +48,14 @@ class OpBench:
     module: nn.Module
     inputs: tuple[torch.Tensor, ...]
     graph: Graph
+    warmups: frozenset[str] = frozenset()  # the nodes of warm-up runs (see ``is_sample``)
+
+    def is_sample(self, node: Any) -> bool:
+        """True for an op whose time is a sample of its kind: not a prep op (``is_prep``) and not a
+        warm-up (each kind's series of sizes starts with an untimed run of its first size: the
+        first op of a kind after other kinds runs with its code cold, 15-60 µs slower for a small
+        op, which an op in a model, where the same few kinds repeat every few ops, does not pay)."""
+        return not is_prep(node) and node.id not in self.warmups
 
 
 PREP_OP = "aten.neg.default"  # what makes each benchmark's input (not itself a sample)
@@ -87,57 +99,109 @@ def op_bench_graph(target: str = "cpu", *, quick: bool = False, seed: int = 0) -
     inputs: list[torch.Tensor] = []
     gen = torch.Generator().manual_seed(seed)
 
-    def add(
-        x_shape: tuple[int, ...], fn: Callable[[torch.Tensor], Any], module: nn.Module | None = None
-    ) -> None:
+    warmups: list[int] = []  # the inputs of warm-up benchmarks (not samples)
+
+    def add(bench: Bench, *, warmup: bool = False) -> None:
+        x_shape, fn, module = bench
+        if warmup:
+            warmups.append(len(inputs))
         inputs.append(torch.randn(*x_shape, generator=gen))
         ops.append(fn)
         if module is not None:
             modules.append(module)
 
+    def series(benches: list[Callable[[], Bench]]) -> None:
+        """One kind at several sizes back to back, after a warm-up run of its first size."""
+        if benches:
+            add(benches[0](), warmup=True)
+        for make in benches:
+            add(make())
+
     n_conv = 6 if quick else 28
-    for kind, count in (("conv", n_conv), ("conv1x1", n_conv), ("depthwise", max(3, n_conv // 2))):
+    n_depthwise = max(3, n_conv // 2)
+    for kind, count in (("conv", n_conv), ("conv1x1", n_conv), ("depthwise", n_depthwise),
+                        ("depthwise_unaligned", n_depthwise)):  # fmt: skip
+        convs = []
         for cin, cout, hw, k, stride in _conv_shapes(rng, kind, count, batch, cap_flops):
-            groups = cin if kind == "depthwise" else 1
-            conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups, bias=kind != "conv")
-            add((batch, cin, hw, hw), conv, conv)
-    for m, k_in, n_out in _gemm_shapes(rng, 5 if quick else 16, batch, cap_flops):
-        lin = nn.Linear(k_in, n_out)
-        add((m, k_in), lin, lin)
+            groups = cin if kind.startswith("depthwise") else 1
+            conv = partial(nn.Conv2d, cin, cout, k, stride=stride, padding=k // 2, groups=groups)
+            convs.append(partial(_module_bench, (batch, cin, hw, hw), conv, bias=kind != "conv"))
+        series(convs)
+    gemms = _gemm_shapes(rng, 5 if quick else 16, batch, cap_flops)
+    series([partial(_module_bench, (m, k_in), partial(nn.Linear, k_in, n_out)) for m, k_in, n_out in gemms])
+    bmms = []
     for b, m, k_in, n_out in _bmm_shapes(rng, 2 if quick else 6, batch, cap_flops):
         w = torch.randn(b, k_in, n_out, generator=gen)
-        add((b, m, k_in), lambda x, w=w: torch.bmm(x, w))
-    for b, h, s, d in ((batch, 4, 64, 32), (batch, 8, 128, 64))[: 1 if quick else 2]:
-        add((3, b, h, s, d), lambda x: F.scaled_dot_product_attention(x[0], x[1], x[2]))
+        bmms.append(lambda b=b, m=m, k_in=k_in, w=w: ((b, m, k_in), lambda x: torch.bmm(x, w), None))
+    series(bmms)
+    series(
+        [
+            lambda b=b, h=h, s=s, d=d: (
+                (3, b, h, s, d),
+                lambda x: F.scaled_dot_product_attention(x[0], x[1], x[2]),
+                None,
+            )
+            for b, h, s, d in ((batch, 4, 64, 32), (batch, 8, 128, 64))[: 1 if quick else 2]
+        ]
+    )
     sizes = _sizes(quick, gpu)
     unary = {"relu": F.relu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "silu": F.silu, "tanh": torch.tanh,
              "hardswish": F.hardswish}  # fmt: skip
     for name, fn in unary.items():
         if quick and name not in ("relu", "sigmoid"):
             continue
-        for n in sizes:
-            add((n,), fn)
+        series([lambda n=n, fn=fn: ((n,), fn, None) for n in sizes])
     for fn in (torch.add, torch.mul):
-        for n in sizes:
-            add((2, n), lambda x, fn=fn: fn(x[0], x[1]))
-    for n in sizes:
-        c, hw = _image(n)
-        bn = nn.BatchNorm2d(c).eval()
-        add((1, c, hw, hw), bn, bn)
-        ln = nn.LayerNorm(c)
-        add((max(1, n // c), c), ln, ln)
-        add((max(1, n // 128), 128), lambda x: torch.softmax(x, dim=-1))
-        add((1, c, hw, hw), lambda x: F.max_pool2d(x, 3, 2, 1))
-        add((1, c, hw, hw), lambda x: F.max_pool2d(x, 3, 1, 1))  # stride 1: its own kind
-        add((1, c, hw, hw), lambda x: F.avg_pool2d(x, 3, 2, 1))
-        add((1, c, hw, hw), lambda x: F.avg_pool2d(x, 3, 1, 1))
-        add((1, c, hw, hw), lambda x: F.adaptive_avg_pool2d(x, 1))
-        add((1, c, hw, hw), lambda x: x.mean(dim=(2, 3)))
-        add((2, c, hw, hw), lambda x: torch.cat([x[0], x[1]], dim=1))
-        add((1, c, hw, hw), lambda x: x.transpose(1, 3).contiguous())
+        series([lambda n=n, fn=fn: ((2, n), lambda x: fn(x[0], x[1]), None) for n in sizes])
+    images = [_image(n) for n in sizes]
+    series([partial(_module_bench, (1, c, hw, hw), partial(nn.BatchNorm2d, c)) for c, hw in images])
+    series(
+        [
+            partial(_module_bench, (max(1, n // c), c), partial(nn.LayerNorm, c))
+            for n, (c, _) in zip(sizes, images)
+        ]
+    )
+    series([lambda n=n: ((max(1, n // 128), 128), lambda x: torch.softmax(x, dim=-1), None) for n in sizes])
+    image_ops = (
+        lambda x: F.max_pool2d(x, 3, 2, 1),
+        lambda x: F.max_pool2d(x, 3, 1, 1),  # stride 1: its own kind
+        lambda x: F.avg_pool2d(x, 3, 2, 1),
+        lambda x: F.avg_pool2d(x, 3, 1, 1),
+        lambda x: F.adaptive_avg_pool2d(x, 1),
+        lambda x: x.mean(dim=(2, 3)),
+        lambda x: x.transpose(1, 3).contiguous(),
+    )
+    for fn in image_ops:
+        series([lambda c=c, hw=hw, fn=fn: ((1, c, hw, hw), fn, None) for c, hw in images])
+    series(
+        [
+            lambda c=c, hw=hw: ((2, c, hw, hw), lambda x: torch.cat([x[0], x[1]], dim=1), None)
+            for c, hw in images
+        ]
+    )
     module = _Bench(ops, modules).eval()
     graph = _only_last_output(capture(module, tuple(inputs), name="calibrate-ops"))
-    return OpBench(module, tuple(inputs), graph)
+    return OpBench(module, tuple(inputs), graph, _downstream(graph, [graph.inputs[i] for i in warmups]))
+
+
+Bench = tuple[tuple[int, ...], Callable[[torch.Tensor], Any], "nn.Module | None"]  # (input shape, op, module)
+
+
+def _module_bench(x_shape: tuple[int, ...], make: Callable[..., nn.Module], **kwargs: Any) -> Bench:
+    """A benchmark applying a fresh module (``make(**kwargs)``, in eval mode) to an input of ``x_shape``."""
+    module = make(**kwargs).eval()
+    return x_shape, module, module
+
+
+def _downstream(graph: Graph, values: list[str]) -> frozenset[str]:
+    """The ids of the nodes that read ``values``, directly or through other nodes."""
+    reached = set(values)
+    out = set()
+    for n in graph.nodes:  # in topological order
+        if any(v in reached for v in n.inputs):
+            out.add(n.id)
+            reached.update(n.outputs)
+    return frozenset(out)
 
 
 def _only_last_output(graph: Graph) -> Graph:
@@ -201,10 +265,13 @@ def _conv_shapes(rng: random.Random, kind: str, count: int, batch: int, cap: flo
     while len(shapes) < count and tries < 50 * count:
         tries += 1
         hw = rng.choice((7, 14, 28, 56, 112))
-        k = 1 if kind == "conv1x1" else rng.choice((3, 3, 5, 7) if kind == "depthwise" else (3, 3, 3, 5, 7))
+        depthwise = kind.startswith("depthwise")
+        k = 1 if kind == "conv1x1" else rng.choice((3, 3, 5, 7) if depthwise else (3, 3, 3, 5, 7))
         stride = rng.choice((1, 1, 1, 2)) if kind != "conv1x1" else 1
-        if kind == "depthwise":
+        if depthwise:
             cin = cout = rng.choice((16, 32, 64, 128, 256, 512, 1024))
+            if kind == "depthwise_unaligned":  # 22, 44, 86, 162, ...: never a multiple of 8
+                cin = cout = cin + cin // 4 + rng.choice((2, 4, 6))
             flops = 2 * batch * cout * (hw // stride) ** 2 * k * k
         else:
             cin = rng.choice(

@@ -236,7 +236,9 @@ def initial_env(
     ``params`` maps value ids to tensors. Leaves given by neither get the values the graph
     recorded for small constants, else seeded random tensors (value-id order, so the same
     graph and seed always get the same tensors); optimizer state is made non-negative
-    (Adam's second moment is a mean of squares).
+    (Adam's second moment is a mean of squares), and so are batch norms' running variances
+    (a negative one makes every value after the norm NaN, and a run on NaNs is not timed like
+    a run on numbers: a max pooling's compare-and-branch always goes the same way on them).
     """
     env: dict[str, Any] = {}
     if inputs is not None:
@@ -255,6 +257,7 @@ def initial_env(
         env.update(params)
     gen = torch.Generator().manual_seed(seed)
     constants = graph.meta.get("constant_values", {})
+    variances = running_variances(graph)
     for vid in leaf_values(graph):
         if vid not in env:
             v = graph.values[vid]
@@ -262,12 +265,35 @@ def initial_env(
                 env[vid] = torch.tensor(constants[vid], dtype=torch_dtype(v.dtype)).reshape(v.shape)
                 continue
             env[vid] = random_tensor(v.shape, v.dtype, gen, fan_in_scaled=v.kind != "input")
-            if graph.roles.get(vid) == "optimizer_state":
+            if graph.roles.get(vid) == "optimizer_state" or vid in variances:
                 env[vid] = env[vid].abs()
     for vid, t in env.items():
         if isinstance(t, torch.Tensor) and t.device != torch.device(device):
             env[vid] = t.to(device)
     return env
+
+
+_RUNNING_VAR_ARG = (
+    4  # (input, weight, bias, running_mean, running_var, ...) in every ATen batch/instance norm
+)
+_NORMS_WITH_RUNNING_STATS = frozenset(
+    {"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+     "_native_batch_norm_legit_functional", "cudnn_batch_norm", "miopen_batch_norm", "instance_norm"}
+)  # fmt: skip
+
+
+def running_variances(graph: Graph) -> frozenset[str]:
+    """The value ids that batch (or instance) norms read as their running variance."""
+    out = set()
+    for n in graph.nodes:
+        parts = n.op.split(".")
+        base = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
+        args = n.attrs.get("args")
+        if base in _NORMS_WITH_RUNNING_STATS and isinstance(args, list) and len(args) > _RUNNING_VAR_ARG:
+            ref = args[_RUNNING_VAR_ARG]
+            if isinstance(ref, Mapping) and isinstance(ref.get("$v"), str):
+                out.add(ref["$v"])
+    return frozenset(out)
 
 
 def written_leaves(graph: Graph) -> list[str]:
