@@ -12,9 +12,9 @@ profile (``cost.devices``) are fitted on the ``fit`` rows only (``--fit``), and 
 ``holdout`` rows are the test of the model. Claims without a reproducible setting are
 listed in ``NOT_REPRODUCIBLE`` with the reason, so the table says what it leaves out.
 
-``--fit`` runs a coordinate search over the shared constants (per-launch host time,
-per-kernel fixed time, efficiencies, co-run interference) minimising the squared log
-errors of the fit rows, and prints the constants to commit in ``cost/devices.py``;
+``--fit`` runs Nelder-Mead over the shared constants (per-launch host time,
+per-kernel fixed and minimum times, the GEMM tile efficiency, co-run interference by
+bandwidth and by SM share) minimising the squared log errors of the fit rows, and prints the constants to commit in ``cost/devices.py``;
 ``--set name=value`` evaluates other values (an experiment; never for the holdout).
 """
 
@@ -45,7 +45,7 @@ NIMBLE_2080S = "an independent reproduction of Nimble (Kwon et al., NeurIPS 2020
 # IOS ran cuDNN convolutions with their batch-norm folded and the activation in the epilogue, one
 # stream per group; no horizontal merging of branches (each branch is its own stream's kernels).
 IOS_KERNELS = FusionRules(gemm_epilogue=True, horizontal=False)
-STAGE_SYNC_MS = 0.0005  # IOS's executor: latency of the device-wide sync after a stage (fitted with --fit)
+STAGE_SYNC_MS = 0.00071  # IOS's executor: latency of the device-wide sync after a stage (fitted with --fit)
 
 
 @dataclass(frozen=True)
@@ -123,18 +123,6 @@ SPECS: dict[str, dict] = {
         "peak_flops": {"fp32": 11.15 * TERA, "fp16": 89.2 * TERA, "fp64": 0.35 * TERA},
         "mem_bw_bytes_per_s": 496 * GIGA,
     },
-}
-
-# The constants shared by every GPU profile that --fit searches (GpuConstants field -> candidates).
-FIT_SPACE: dict[str, tuple[float, ...]] = {
-    "launch_overhead_ms": (0.002, 0.003, 0.004, 0.005, 0.006, 0.008),
-    "kernel_fixed_ms": (0.002, 0.003, 0.004, 0.005, 0.006, 0.008, 0.010),
-    "gemm_peak_fraction": (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
-    "gemm_half_m": (0.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0),
-    "gemm_half_n": (0.0, 16.0, 64.0, 256.0),
-    "gemm_half_k": (0.0, 32.0, 128.0, 512.0),
-    "memory_efficiency": (0.4, 0.5, 0.6, 0.75, 0.9),
-    "interference": (0.0, 0.1, 0.2, 0.3, 0.5, 0.8),
 }
 
 
@@ -243,10 +231,13 @@ def log_error(pred: float, value: float) -> float:
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "launch_overhead_ms": (0.002, 0.02),  # cudaLaunchKernel costs the host a few microseconds at least
     "kernel_fixed_ms": (0.0005, 0.03),
+    "kernel_min_ms": (0.0005, 0.03),  # a kernel's shortest body: a DRAM round trip (~1 us) and more
     "gemm_peak_fraction": (0.1, 2.0),  # above 1: Winograd/FFT convolutions do fewer multiplications
-    "gemm_half_m": (1.0, 1e5),
-    "gemm_half_n": (1.0, 1e4),  # tied: half_k = half_n (one "tile" size, to keep the parameters few)
+    "gemm_tile_half": (0.5, 64.0),  # multiply-adds per loaded element at which a tile runs at half rate
+    "gemm_half_k": (1.0, 4096.0),  # reduction length at which a tile runs at half rate
+    "gemm_tiles_per_sm": (1.0, 8.0),  # resident tiles an SM needs to hide its memory latency
     "interference": (1e-3, 3.0),
+    "sm_interference": (1e-3, 1.0),  # 1: two blocks on one SM each run at half speed
     "stage_sync_ms": (0.0005, 0.1),
 }
 
@@ -256,7 +247,6 @@ def _to_setting(x, base: Setting) -> Setting:  # noqa: ANN001
     for v, (name, (lo, hi)) in zip(x, FIT_BOUNDS.items(), strict=True):
         vals[name] = math.exp(min(max(v, math.log(lo)), math.log(hi)))
     sync = vals.pop("stage_sync_ms")
-    vals["gemm_half_k"] = vals["gemm_half_n"]
     return Setting(replace(base.gpu, **vals), sync)
 
 
@@ -277,7 +267,15 @@ def fit(ev: Evaluator, rows: list[Row], start: Setting, evals: int = 160) -> Set
         if seen[0] % 10 == 0:
             print(f"  iteration {seen[0]}: loss {loss(xk):.4f} {_to_setting(xk, start)}", flush=True)
 
-    res = minimize(loss, x0, method="Nelder-Mead", callback=report, options={"maxfev": evals, "xatol": 0.01})
+    # the first simplex steps each constant by a factor of 2 (toward the inside of its bounds): scipy's
+    # default (5% of the coordinate, 0.025% at a log of 0) leaves a constant of 1 where it started
+    log_hi = [math.log(hi) for _, hi in FIT_BOUNDS.values()]
+    simplex = [list(x0)]
+    for i, hi in enumerate(log_hi):
+        step = math.log(2.0) if x0[i] + math.log(2.0) <= hi else -math.log(2.0)
+        simplex.append([v + (step if j == i else 0.0) for j, v in enumerate(x0)])
+    options = {"maxfev": evals, "xatol": 0.01, "initial_simplex": simplex}
+    res = minimize(loss, x0, method="Nelder-Mead", callback=report, options=options)
     print(f"  best loss {res.fun:.4f} after {res.nfev} evaluations", flush=True)
     return _to_setting(res.x, start)
 
@@ -288,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=("fit", "holdout", "all"), default="all")
     ap.add_argument("--fit", action="store_true", help="refit the shared GPU constants on the fit rows")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--evals", type=int, default=300, help="--fit: most evaluations of the fit rows")
     a = ap.parse_args(argv)
     ev = Evaluator(a.cache)
     shared = Setting(GPU_CONSTANTS, STAGE_SYNC_MS)
@@ -299,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             shared = replace(shared, gpu=replace(shared.gpu, **{k: float(v)}))
     if a.fit:
         t0 = time.perf_counter()
-        shared = fit(ev, [r for r in PUBLISHED if r.split == "fit"], shared)
+        shared = fit(ev, [r for r in PUBLISHED if r.split == "fit"], shared, a.evals)
         print(f"fitted in {time.perf_counter() - t0:.0f} s on the fit rows only: {shared}")
     rows = [r for r in PUBLISHED if a.split == "all" or r.split == a.split]
     print(f"shared GPU constants: {shared}")

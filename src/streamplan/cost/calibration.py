@@ -27,6 +27,7 @@ sit in a settings object or a cache key.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,13 +77,62 @@ class TimeCurve:
         return TimeCurve(str(d["kind"]), str(d["unit"]), pts)
 
 
+# The output tiles (rows x columns of the implicit GEMM) a GPU library chooses among, in both
+# orientations: large square tiles reuse each loaded element most, narrow ones keep small GEMMs busy.
+TILES = ((128, 128), (128, 64), (64, 128), (64, 64), (64, 32), (32, 64), (32, 32))
+SPLIT_K_CHUNK = 256  # shortest reduction slice a split-K GEMM gives one tile (as cost.opcost's estimate)
+
+
+@functools.lru_cache(maxsize=65536)
+def tiled_fraction(
+    m: int,
+    n: int,
+    k: int,
+    sms: int,
+    half_k: float,
+    tile_half: float,
+    per_sm: float = 1.0,
+    split_k: bool = True,
+) -> float:
+    """Fraction of a GPU's GEMM peak an M x N x K GEMM reaches with its best output tile.
+
+    For each tile in ``TILES`` (the library picks the fastest): the output is cut into
+    ``ceil(M / tm) x ceil(N / tn)`` tiles; an SM reaches its peak only with ``per_sm``
+    tiles resident (fewer leave its memory latency unhidden), so the device runs
+    ``sms x per_sm`` tiles at once; when there are fewer tiles than that and ``split_k``
+    (cuBLAS's matmuls; cuDNN's forward convolutions keep one tile per output block) the
+    reduction is split (slices of at least ``SPLIT_K_CHUNK``) to fill more slots; the
+    tiles run in waves of ``sms x per_sm``, the last one partly idle (wave
+    quantisation), and padded rows and columns of the edge tiles are computed for
+    nothing. A tile runs at ``i / (i + tile_half)`` of its SM's peak, ``i = tm tn / (tm +
+    tn)`` being the multiply-adds per element it loads, times ``kc / (kc + half_k)`` for
+    its reduction length ``kc`` (the prologue and epilogue amortised over it). The
+    result is symmetric in M and N: a GEMM with few rows and many columns spreads over
+    the SMs as well as its transpose."""
+    best = 0.0
+    slots = sms * per_sm
+    for tm, tn in TILES:
+        tiles = -(-m // tm) * -(-n // tn)
+        split = max(1, min(int(slots // tiles), k // SPLIT_K_CHUNK)) if split_k and tiles < slots else 1
+        kc = -(-k // split)
+        waves = math.ceil(tiles * split / slots)
+        intensity = tm * tn / (tm + tn)
+        per_tile = intensity / (intensity + tile_half) * kc / (kc + half_k)
+        best = max(best, per_tile * (m * n * k) / (slots * waves * tm * tn * kc))
+    return best
+
+
 @dataclass(frozen=True, slots=True)
 class GemmCurve:
-    """Achieved FLOP/s of a GEMM-like kind: ``peak x s(M) x s(N) x s(K)``, ``s(x) = x / (x + half)``.
+    """Achieved FLOP/s of a GEMM-like kind as a function of the implicit GEMM's M, N and K.
 
-    Each factor is a saturation curve: a dimension much larger than its ``half`` runs
-    at full rate, one equal to it at half (too few rows to fill the cores, too few
-    columns for a full tile, too short a reduction to amortise loading the tiles).
+    Two forms. Measured (``sms == 0``, what ``calibrate`` fits on a CPU):
+    ``peak x s(M) x s(N) x s(K)``, ``s(x) = x / (x + half)``, each factor a saturation
+    curve (too few rows to fill the cores, too few columns for a full tile, too short a
+    reduction to amortise loading the tiles). Tiled (``sms > 0``, the GPU profiles):
+    ``peak x tiled_fraction(M, N, K, sms, half_k, tile_half, tiles_per_sm)``, how the output's tiles
+    fill the ``sms`` streaming multiprocessors (``half_m`` and ``half_n`` unused; the
+    reduction is split to fill them for the ``gemm`` kind only).
     ``precision`` is the precision class the curve was measured or fitted in; an op of
     another class runs at the curve's rate scaled by the ratio of the device's peaks.
     """
@@ -93,8 +143,22 @@ class GemmCurve:
     half_n: float
     half_k: float
     precision: str = "fp32"
+    sms: int = 0
+    tile_half: float = 0.0
+    tiles_per_sm: float = 1.0
 
     def rate(self, m: float, n: float, k: float) -> float:
+        if self.sms:
+            return self.peak_flops_per_s * tiled_fraction(
+                max(1, int(m)),
+                max(1, int(n)),
+                max(1, int(k)),
+                self.sms,
+                self.half_k,
+                self.tile_half,
+                self.tiles_per_sm,
+                self.kind == "gemm",
+            )
         return (
             self.peak_flops_per_s
             * (m / (m + self.half_m))
@@ -108,7 +172,7 @@ class GemmCurve:
         return 1e3 * flops / max(self.rate(*mnk), 1.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "kind": self.kind,
             "peak_flops_per_s": self.peak_flops_per_s,
             "half_m": self.half_m,
@@ -116,6 +180,9 @@ class GemmCurve:
             "half_k": self.half_k,
             "precision": self.precision,
         }
+        if self.sms:
+            d.update(sms=self.sms, tile_half=self.tile_half, tiles_per_sm=self.tiles_per_sm)
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> GemmCurve:
@@ -126,9 +193,16 @@ class GemmCurve:
             float(d["half_n"]),
             float(d["half_k"]),
             str(d.get("precision", "fp32")),
+            int(d.get("sms", 0)),
+            float(d.get("tile_half", 0.0)),
+            float(d.get("tiles_per_sm", 1.0)),
         )
-        if not (c.peak_flops_per_s > 0 and min(c.half_m, c.half_n, c.half_k) >= 0):
-            raise ValueError(f"GEMM curve {c.kind!r}: peak must be > 0 and halves >= 0")
+        if not (
+            c.peak_flops_per_s > 0 and min(c.half_m, c.half_n, c.half_k, c.tile_half) >= 0 and c.sms >= 0
+        ):
+            raise ValueError(f"GEMM curve {c.kind!r}: peak must be > 0, halves and sms >= 0")
+        if not c.tiles_per_sm > 0:
+            raise ValueError(f"GEMM curve {c.kind!r}: tiles_per_sm must be > 0")
         return c
 
 

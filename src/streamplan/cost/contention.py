@@ -27,7 +27,13 @@ progresses, relative to running alone:
    *other* running ops): co-runners that stream memory evict each other's cache
    lines and lengthen each other's memory latency even below saturation, the effect
    a slowdown model of co-running kernels measures (it cut the median error of
-   co-run predictions from 28% to 9.5% in López Albelda et al., 2022).
+   co-run predictions from 28% to 9.5% in López Albelda et al., 2022);
+4. and by ``1 + sm_interference x min(1, y)``, ``y`` the SM demand of the *other*
+   running ops: a GPU's block scheduler spreads each kernel's thread blocks over all
+   the SMs, so blocks of kernels that each fill part of the device still land on the
+   same SMs and compete for their issue slots, registers, shared memory and L1 (a
+   fraction ``y`` of an op's blocks shares an SM with a co-runner's, at most all of
+   them); the slot sharing of step 1 only counts what does not fit at all.
 
 An op running alone runs at full speed unless it asks for more than the device
 offers; with no bandwidth demand, no lock and no interference this is processor
@@ -65,11 +71,12 @@ class Supply:
     lock: float = 1.0
     interference: float = 0.0
     link: float = 1.0
+    sm_interference: float = 0.0  # slowdown per co-running SM share (module doc, step 4)
 
     @property
     def is_perfect_sharing(self) -> bool:
         """True when only SM slots are shared (no bandwidth, lock or interference effects)."""
-        return self.interference == 0.0
+        return self.interference == 0.0 and self.sm_interference == 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {
@@ -78,6 +85,7 @@ class Supply:
             "lock": self.lock,
             "interference": self.interference,
             "link": self.link,
+            "sm_interference": self.sm_interference,
         }
 
     @staticmethod
@@ -88,11 +96,12 @@ class Supply:
             float(d.get("lock", 1.0)),
             float(d.get("interference", 0.0)),
             float(d.get("link", 1.0)),
+            float(d.get("sm_interference", 0.0)),
         )
         if not all(math.isfinite(x) and x > 0 for x in (s.sm, s.dram, s.lock, s.link)):
             raise ValueError("contention capacities (sm, dram, lock, link) must be > 0")
-        if not (math.isfinite(s.interference) and s.interference >= 0):
-            raise ValueError("contention interference must be >= 0")
+        if not all(math.isfinite(x) and x >= 0 for x in (s.interference, s.sm_interference)):
+            raise ValueError("contention interference and sm_interference must be >= 0")
         return s
 
 
@@ -130,8 +139,10 @@ def corun_rates(demands: Sequence[Demand], supply: Supply) -> list[float]:
         for i, g in enumerate(fair_shares(asked, getattr(supply, resource))):
             if asked[i] > 0:
                 rates[i] = min(rates[i], g / asked[i])
-    if supply.interference and n > 1:
+    if (supply.interference or supply.sm_interference) and n > 1:
         total_dram = sum(d.dram for d in demands)
+        total_sm = sum(d.sm for d in demands)
         for i, d in enumerate(demands):
-            rates[i] /= 1.0 + supply.interference * (total_dram - d.dram)
+            others_sm = min(1.0, total_sm - d.sm) if d.sm > 0 else 0.0
+            rates[i] /= 1.0 + supply.interference * (total_dram - d.dram) + supply.sm_interference * others_sm
     return rates

@@ -45,11 +45,18 @@ class GpuConstants:
 
     - ``launch_overhead_ms``: host time to issue one kernel (a C++ launcher);
     - ``kernel_fixed_ms``: device time every kernel launched on a stream pays;
+    - ``kernel_min_ms``: the shortest body any kernel has on the device (thread blocks
+      scheduled, a round trip to DRAM, the drain), launched on a stream or from a CUDA
+      graph alike;
     - GEMM and convolution efficiency as a function of size: a fraction
-      ``gemm_peak_fraction`` of the peak, times the saturation ``x / (x + half)`` of
-      each implicit-GEMM dimension (``cost.calibration.GemmCurve``);
+      ``gemm_peak_fraction`` of the peak, times how the output's tiles fill the GPU's
+      SMs (``cost.calibration.tiled_fraction``: ``gemm_tiles_per_sm`` resident tiles
+      to hide an SM's memory latency, wave quantisation, split-K for small GEMMs,
+      per-tile efficiency by ``gemm_tile_half`` and ``gemm_half_k``), symmetric in M
+      and N;
     - ``memory_efficiency``: the achievable share of DRAM bandwidth;
-    - ``interference``: how much co-runners' bandwidth slows an op (``cost.contention``).
+    - ``interference``: how much co-runners' bandwidth slows an op, and
+      ``sm_interference`` how much co-runners' share of the SMs does (``cost.contention``).
 
     Events: ``cudaEventRecord`` / ``cudaStreamWaitEvent`` cost the host about a
     microsecond or two each, and a stream released by another stream's event starts
@@ -63,35 +70,44 @@ class GpuConstants:
     resolved on the device (assumed 1 us: no published figure found).
     """
 
-    launch_overhead_ms: float = 0.0024
-    kernel_fixed_ms: float = 0.0077
-    gemm_peak_fraction: float = 1.0
-    gemm_half_m: float = 1320.0
-    gemm_half_n: float = 2.2
-    gemm_half_k: float = 2.2
+    launch_overhead_ms: float = 0.0020
+    kernel_fixed_ms: float = 0.00649
+    kernel_min_ms: float = 0.00252
+    gemm_peak_fraction: float = 1.536
+    gemm_tile_half: float = 6.96
+    gemm_half_k: float = 22.5
+    gemm_tiles_per_sm: float = 5.36
     memory_efficiency: float = 0.75
-    interference: float = 0.005
+    interference: float = 0.0066
+    sm_interference: float = 0.0128
     event_record_ms: float = 0.0015
     event_wait_ms: float = 0.0015
     event_resume_ms: float = 0.003
     graph_launch_ms: float = 0.0035
     graph_node_ms: float = 0.001
     graph_edge_ms: float = 0.001
-    latency_error: float | None = 0.33
-    speedup_error: float | None = 0.14
+    latency_error: float | None = 0.21
+    speedup_error: float | None = 0.17
 
     def apply(self, spec: DeviceProfile) -> DeviceProfile:
         """``spec`` (a GPU's spec-sheet figures) with these constants."""
         peak = spec.peak("fp32")
         curves = tuple(
             GemmCurve(
-                kind, self.gemm_peak_fraction * peak, self.gemm_half_m, self.gemm_half_n, self.gemm_half_k
+                kind,
+                self.gemm_peak_fraction * peak,
+                0.0,
+                0.0,
+                self.gemm_half_k,
+                sms=spec.sms,
+                tile_half=self.gemm_tile_half,
+                tiles_per_sm=self.gemm_tiles_per_sm,
             )
             for kind in ("conv", "conv1x1", "gemm")
         )
         calibration = Calibration(
-            gemm_curves=curves if self.gemm_half_m or self.gemm_half_n or self.gemm_half_k else (),
-            contention=Supply(interference=self.interference),
+            gemm_curves=curves,
+            contention=Supply(interference=self.interference, sm_interference=self.sm_interference),
             latency_error=self.latency_error,
             speedup_error=self.speedup_error,
             sources=_GPU_SOURCES,
@@ -99,6 +115,7 @@ class GpuConstants:
         return spec.replace(
             launch_overhead_ms=self.launch_overhead_ms,
             kernel_fixed_ms=self.kernel_fixed_ms,
+            kernel_min_ms=self.kernel_min_ms,
             gemm_efficiency=self.gemm_peak_fraction,
             memory_efficiency=self.memory_efficiency,
             event_record_ms=self.event_record_ms,
@@ -112,7 +129,8 @@ class GpuConstants:
 
 
 _GPU_SOURCES = (
-    ("launch_overhead_ms, kernel_fixed_ms, gemm curve, memory_efficiency, interference",
+    ("launch_overhead_ms, kernel_fixed_ms, kernel_min_ms, gemm curve, memory_efficiency, interference, "
+     "sm_interference",
      "fitted on the fit rows of bench/published.py (IOS V100: Inception V3 and SqueezeNet at batch 1, "
      "Inception V3 at batch 16); the same for every GPU"),
     ("latency_error, speedup_error", "mean error on the holdout rows of bench/published.py"),

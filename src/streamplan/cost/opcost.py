@@ -3,8 +3,14 @@
 ``CostModel`` is the tiny interface the simulator and the IOS search use.
 ``AnalyticCostModel`` is a roofline scaled by how much of the device the op fills::
 
-    time = kernel_fixed + max(flops / (peak * eff), bytes / (bw * eff)) / occupancy
+    time = kernel_fixed + max(kernel_min, max(flops / (peak * eff), bytes / (bw * eff)) / occupancy)
     occupancy = min(1, blocks / slots)     (slots = SMs x resident blocks per SM)
+
+``kernel_min`` is the shortest time any kernel's body keeps its stream busy (its thread
+blocks scheduled, at least one round trip to DRAM, the drain): unlike the launch
+latency inside ``kernel_fixed``, a CUDA graph does not remove it. On the GPU profiles
+a GEMM or convolution's rate comes from how its output tiles fill the SMs
+(``cost.calibration.tiled_fraction``), bounded by its bytes over the bandwidth.
 
 On a calibrated profile (``DeviceProfile.calibration``, written by ``streamplan
 calibrate``) an op whose kind was measured is costed from the measured curve instead:
@@ -301,7 +307,7 @@ class AnalyticCostModel(CostModel):
             return 0.0
         if is_collective(node):
             return self.collective_time(graph, node)[0]
-        return self.fixed_ms + self.body_ms(graph, node)
+        return self.fixed_ms + max(self.device.kernel_min_ms, self.body_ms(graph, node))
 
     @property
     def fixed_ms(self) -> float:
@@ -337,6 +343,9 @@ class AnalyticCostModel(CostModel):
             prec = self._precision(graph, node, True)
             if prec != curve.precision:  # e.g. a float16 matmul on a curve measured in float32
                 t *= self.device.peak(curve.precision) / self.device.peak(prec)
+            if curve.sms:  # a tiled (spec-derived) curve counts compute only: the roofline's other side
+                d = self.device
+                t = max(t, 1e3 * f.bytes_moved / (d.mem_bw_bytes_per_s * d.memory_efficiency))
         return t
 
     def curve_time_ms(self, f: OpFeatures) -> float | None:
@@ -371,7 +380,7 @@ class AnalyticCostModel(CostModel):
         if is_collective(node):  # on the links, not the SMs (``resource``)
             launch = 0.0 if self.cuda_graphs else self.device.launch_overhead_ms
             return self.collective_time(graph, node)[0], 1.0, launch, Demand(sm=0.0, link=1.0)
-        body_ms = self.body_ms(graph, node)
+        body_ms = max(self.device.kernel_min_ms, self.body_ms(graph, node))
         fixed_ms = self.fixed_ms
         total_ms = fixed_ms + body_ms
         occ = self.occupancy(graph, node)

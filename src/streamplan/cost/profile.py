@@ -77,6 +77,7 @@ class DeviceProfile:
     mem_bw_bytes_per_s: float
     launch_overhead_ms: float  # host time to issue one kernel (the host never blocks)
     kernel_fixed_ms: float  # device time every kernel pays (launch latency, ramp, tail)
+    kernel_min_ms: float = 0.0  # shortest body a kernel has on the device, stream or CUDA graph
     max_queues: int = 8  # hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS default)
     gemm_efficiency: float = 0.4  # achievable fraction of tensor/FMA peak for GEMM and conv
     vector_efficiency: float = 0.5  # achievable fraction of peak for non-GEMM math
@@ -179,7 +180,7 @@ def _check(p: DeviceProfile) -> None:
     for key, v in positive.items():
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise ValueError(f"{key} must be a number > 0 (got {v!r})")
-    for key in ("launch_overhead_ms", "kernel_fixed_ms", "event_record_ms", "event_wait_ms",
+    for key in ("launch_overhead_ms", "kernel_fixed_ms", "kernel_min_ms", "event_record_ms", "event_wait_ms",
                 "event_resume_ms", "graph_node_ms", "graph_edge_ms"):  # fmt: skip
         v = getattr(p, key)
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from streamplan.cost.calibration import GemmCurve, TimeCurve
+from streamplan.cost.calibration import TimeCurve
 from streamplan.cost.kinds import op_features
 from streamplan.cost.opcost import AnalyticCostModel, is_view_op
 from streamplan.cost.profile import DeviceProfile
@@ -73,9 +73,7 @@ def refine_profile(
         for c in cal.curves
     )
     gemm = tuple(
-        GemmCurve(
-            g.kind, g.peak_flops_per_s / scale.get(g.kind, 1.0), g.half_m, g.half_n, g.half_k, g.precision
-        )
+        dataclasses.replace(g, peak_flops_per_s=g.peak_flops_per_s / scale.get(g.kind, 1.0))
         for g in cal.gemm_curves
     )
     note = ", ".join(f"{f} x{s:.2f}" for f, s in scale.items())
