@@ -16,6 +16,7 @@ from streamplan.frontends.training import capture_training
 from streamplan.ir.includes import EVERYTHING
 from streamplan.memory.allocators import replay
 from streamplan.parallel import ParallelPlan, rank_program
+from streamplan.remat.budget import peak_floor
 from streamplan.remat.knobs import prescribe_with_remat
 from streamplan.schedule.context import DEFAULT_CONTEXT
 from streamplan.schedule.registry import make_schedule
@@ -58,6 +59,19 @@ def test_below_what_every_setting_needs_recomputation_makes_one_fit(step, grid):
     same = next(p for p in grid.points if p.plan == c.plan)
     assert c.step_ms > same.step_ms  # recomputation is paid for in the step
     assert plan.remat_tried >= 1 and c in plan.points and "remat of" in "\n".join(plan.lines())
+
+
+def test_below_every_programs_floor_nothing_is_searched(step, grid, monkeypatch):
+    floor = min(peak_floor(rank_program(step, ParallelPlan.parse(p.plan)), EVERYTHING).bytes for p in grid.points)
+    import streamplan.remat.knobs as knobs
+
+    def never(*args, **kwargs):
+        raise AssertionError("searched below the floor")
+
+    monkeypatch.setattr(knobs, "search", never)
+    plan = prescribe_with_remat(step, PLAN, budget_bytes=floor - 1)
+    assert plan.chosen is None and plan.remat_tried >= 1
+    assert "no setting fits even with rematerialization" in "\n".join(plan.lines())
 
 
 def test_a_smaller_budget_recomputes_more(step, grid):

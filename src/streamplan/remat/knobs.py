@@ -53,6 +53,7 @@ from streamplan.ir.includes import EVERYTHING
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.parallel import ParallelPlan, rank_program
 from streamplan.progress import ProgressFn, no_progress
+from streamplan.remat.budget import peak_floor
 from streamplan.remat.search import search
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.registry import make_schedule
@@ -169,6 +170,9 @@ def _remat_to(
     ctx: ScheduleContext,
     goal: int,
 ) -> KnobPoint | None:
+    floor = peak_floor(program, EVERYTHING).bytes
+    if budget_bytes < floor:  # no recomputation goes below it (the search would only say so, slowly)
+        return None
     knobbed = knob_context(setting, ctx)
     schedule = make_schedule(program, "overlap", knobbed)
     device_bytes = worst_case_peak(program, schedule, includes=EVERYTHING, time_limit_s=ctx.time_limit_s)
@@ -177,7 +181,7 @@ def _remat_to(
     else:  # under a cap the allocator's needs are not monotone: start just under the budget
         target = int(min(device_bytes.upper_bytes, budget_bytes) * (1 - STEP))
     for _ in range(ROUNDS):
-        if target <= 0:
+        if target < floor:
             return None
         try:
             found = search(program, target, policy="overlap", ctx=knobbed, includes=EVERYTHING, rounds=1)
