@@ -62,7 +62,9 @@ def test_below_what_every_setting_needs_recomputation_makes_one_fit(step, grid):
 
 
 def test_below_every_programs_floor_nothing_is_searched(step, grid, monkeypatch):
-    floor = min(peak_floor(rank_program(step, ParallelPlan.parse(p.plan)), EVERYTHING).bytes for p in grid.points)
+    floor = min(
+        peak_floor(rank_program(step, ParallelPlan.parse(p.plan)), EVERYTHING).bytes for p in grid.points
+    )
     import streamplan.remat.knobs as knobs
 
     def never(*args, **kwargs):
@@ -86,9 +88,10 @@ def test_a_smaller_budget_recomputes_more(step, grid):
 
 def test_without_tries_or_with_room_to_spare_it_is_the_knobs_alone(step, grid):
     budget = int(min(p.needed_bytes for p in grid.front) * 0.85)
-    assert prescribe_with_remat(step, PLAN, budget_bytes=budget, tries=0).points == prescribe(
-        step, PLAN, budget_bytes=budget
-    ).points
+    assert (
+        prescribe_with_remat(step, PLAN, budget_bytes=budget, tries=0).points
+        == prescribe(step, PLAN, budget_bytes=budget).points
+    )
     roomy = max(p.peak_bytes for p in grid.points)
     plan = prescribe_with_remat(step, PLAN, budget_bytes=roomy)
     assert plan.remat_tried == 0 and plan.chosen.recomputed_ops == 0
