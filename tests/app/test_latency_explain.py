@@ -1,5 +1,6 @@
 """explain's latency part on the launch-bound case: Inception V3 on an h200 launched by a Python host
-loop (about 10 us per op, PyTorch eager's cost) without CUDA graphs."""
+loop (10-20 us per op, PyTorch eager's cost; 15 us here, above the device's shortest kernel of about
+11 us, fixed time and minimum body) without CUDA graphs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from streamplan.app import explain_policy, make_context
 from streamplan.cost import get_device
 from streamplan.report.views import explain_lines
 
-PYTHON_LAUNCHED_H200 = get_device("h200").replace(launch_overhead_ms=0.010)
+PYTHON_LAUNCHED_H200 = get_device("h200").replace(launch_overhead_ms=0.015)
 
 
 @pytest.mark.slow

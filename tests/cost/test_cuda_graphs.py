@@ -73,9 +73,10 @@ def test_measured_table_over_graph_mode_swaps_the_fixed_time(tmp_path):
     assert cost_model("h100", None, cuda_graphs=True).device_facts.cuda_graphs
 
 
-# the h200 launched by a Python host loop (PyTorch eager, streamplan's runtime): about 10 us per op,
-# against the 2.4 us of a C++ launcher the built-in profile describes
-PYTHON_LAUNCHED_H200 = get_device("h200").replace(launch_overhead_ms=0.010)
+# the h200 launched by a Python host loop (PyTorch eager, streamplan's runtime): 10-20 us per op,
+# against the 2 us of a C++ launcher the built-in profile describes; 15 us is above the device's
+# shortest kernel (fixed time and minimum body, 11 us), so the host bounds a stream of small kernels
+PYTHON_LAUNCHED_H200 = get_device("h200").replace(launch_overhead_ms=0.015)
 
 
 def test_multistream_pays_off_with_graphs_on_a_launch_bound_device():

@@ -135,6 +135,10 @@ class GemmCurve:
     reduction is split to fill them for the ``gemm`` kind only).
     ``precision`` is the precision class the curve was measured or fitted in; an op of
     another class runs at the curve's rate scaled by the ratio of the device's peaks.
+    ``winograd_speedup`` divides the time of a convolution cuDNN can run with a Winograd
+    algorithm (``cost.kinds.winograd_eligible``): it does fewer multiplications than the
+    direct count its FLOPs are counted in. 1 (no change) on every curve but the GPU
+    profiles' ``conv`` curve; a measured curve already holds whatever algorithm ran.
     """
 
     kind: str
@@ -146,6 +150,7 @@ class GemmCurve:
     sms: int = 0
     tile_half: float = 0.0
     tiles_per_sm: float = 1.0
+    winograd_speedup: float = 1.0
 
     def rate(self, m: float, n: float, k: float) -> float:
         if self.sms:
@@ -166,10 +171,13 @@ class GemmCurve:
             * (k / (k + self.half_k))
         )
 
-    def time_ms(self, flops: float, mnk: tuple[int, int, int]) -> float:
+    def time_ms(self, flops: float, mnk: tuple[int, int, int], winograd: bool = False) -> float:
+        """Body time of ``flops`` (direct count) on an implicit GEMM of shape ``mnk``; ``winograd``:
+        the op is a convolution cuDNN can run with a Winograd algorithm."""
         if flops <= 0:
             return 0.0
-        return 1e3 * flops / max(self.rate(*mnk), 1.0)
+        t = 1e3 * flops / max(self.rate(*mnk), 1.0)
+        return t / self.winograd_speedup if winograd and self.winograd_speedup != 1.0 else t
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -182,6 +190,8 @@ class GemmCurve:
         }
         if self.sms:
             d.update(sms=self.sms, tile_half=self.tile_half, tiles_per_sm=self.tiles_per_sm)
+        if self.winograd_speedup != 1.0:
+            d["winograd_speedup"] = self.winograd_speedup
         return d
 
     @staticmethod
@@ -196,6 +206,7 @@ class GemmCurve:
             int(d.get("sms", 0)),
             float(d.get("tile_half", 0.0)),
             float(d.get("tiles_per_sm", 1.0)),
+            float(d.get("winograd_speedup", 1.0)),
         )
         if not (
             c.peak_flops_per_s > 0 and min(c.half_m, c.half_n, c.half_k, c.tile_half) >= 0 and c.sms >= 0
@@ -203,6 +214,8 @@ class GemmCurve:
             raise ValueError(f"GEMM curve {c.kind!r}: peak must be > 0, halves and sms >= 0")
         if not c.tiles_per_sm > 0:
             raise ValueError(f"GEMM curve {c.kind!r}: tiles_per_sm must be > 0")
+        if not (math.isfinite(c.winograd_speedup) and c.winograd_speedup >= 1.0):
+            raise ValueError(f"GEMM curve {c.kind!r}: winograd_speedup must be >= 1")
         return c
 
 

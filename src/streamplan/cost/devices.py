@@ -53,7 +53,14 @@ class GpuConstants:
       SMs (``cost.calibration.tiled_fraction``: ``gemm_tiles_per_sm`` resident tiles
       to hide an SM's memory latency, wave quantisation, split-K for small GEMMs,
       per-tile efficiency by ``gemm_tile_half`` and ``gemm_half_k``), symmetric in M
-      and N;
+      and N. ``gemm_peak_fraction`` is at most 1 (``--fit`` bounds it): a GEMM counted in
+      direct multiply-adds cannot beat the peak;
+    - ``winograd_speedup``: how much faster than that a convolution runs that cuDNN can
+      run with a Winograd algorithm (a dense 3 x 3 at stride 1, dilation 1:
+      ``cost.kinds.winograd_eligible``), which does fewer multiplications than its
+      direct count (2.25x fewer for F(2x2, 3x3), 4x for F(4x4, 3x3), less the
+      transforms' cost); only the ``conv`` curve carries it, never 1 x 1 convolutions,
+      matmuls, strided, grouped or other kernel sizes;
     - ``memory_efficiency``: the achievable share of DRAM bandwidth;
     - ``interference``: how much co-runners' bandwidth slows an op, and
       ``sm_interference`` how much co-runners' share of the SMs does (``cost.contention``).
@@ -71,23 +78,24 @@ class GpuConstants:
     """
 
     launch_overhead_ms: float = 0.0020
-    kernel_fixed_ms: float = 0.00649
-    kernel_min_ms: float = 0.00252
-    gemm_peak_fraction: float = 1.536
-    gemm_tile_half: float = 6.96
-    gemm_half_k: float = 22.5
-    gemm_tiles_per_sm: float = 5.36
+    kernel_fixed_ms: float = 0.00786
+    kernel_min_ms: float = 0.00331
+    gemm_peak_fraction: float = 1.0
+    gemm_tile_half: float = 3.37
+    gemm_half_k: float = 24.1
+    gemm_tiles_per_sm: float = 4.12
+    winograd_speedup: float = 2.25
     memory_efficiency: float = 0.75
-    interference: float = 0.0066
-    sm_interference: float = 0.0128
+    interference: float = 0.0097
+    sm_interference: float = 0.0186
     event_record_ms: float = 0.0015
     event_wait_ms: float = 0.0015
     event_resume_ms: float = 0.003
     graph_launch_ms: float = 0.0035
     graph_node_ms: float = 0.001
     graph_edge_ms: float = 0.001
-    latency_error: float | None = 0.21
-    speedup_error: float | None = 0.17
+    latency_error: float | None = 0.18
+    speedup_error: float | None = 0.20
 
     def apply(self, spec: DeviceProfile) -> DeviceProfile:
         """``spec`` (a GPU's spec-sheet figures) with these constants."""
@@ -102,6 +110,7 @@ class GpuConstants:
                 sms=spec.sms,
                 tile_half=self.gemm_tile_half,
                 tiles_per_sm=self.gemm_tiles_per_sm,
+                winograd_speedup=self.winograd_speedup if kind == "conv" else 1.0,
             )
             for kind in ("conv", "conv1x1", "gemm")
         )
@@ -129,8 +138,8 @@ class GpuConstants:
 
 
 _GPU_SOURCES = (
-    ("launch_overhead_ms, kernel_fixed_ms, kernel_min_ms, gemm curve, memory_efficiency, interference, "
-     "sm_interference",
+    ("launch_overhead_ms, kernel_fixed_ms, kernel_min_ms, gemm curve, winograd_speedup, memory_efficiency, "
+     "interference, sm_interference",
      "fitted on the fit rows of bench/published.py (IOS V100: Inception V3 and SqueezeNet at batch 1, "
      "Inception V3 at batch 16); the same for every GPU"),
     ("latency_error, speedup_error", "mean error on the holdout rows of bench/published.py"),

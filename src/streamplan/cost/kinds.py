@@ -9,7 +9,11 @@ depends on:
   convolution with a k x k kernel: M = batch x output pixels, N = output channels,
   K = input channels x kernel area) and ``conv1x1`` (a dense 1 x 1 convolution,
   which libraries run as a plain GEMM and which runs at a different rate than a
-  k x k one of the same shape);
+  k x k one of the same shape); a ``conv`` op also says whether it is one cuDNN
+  can run with a Winograd algorithm (``OpFeatures.winograd``: a dense 2-D 3 x 3
+  convolution at stride 1, dilation 1, not transposed), which does fewer
+  multiplications than its direct FLOP count; the GPU profiles' ``conv`` curve
+  divides such an op's time by its ``winograd_speedup`` (1 on measured curves);
 - every other kind is timed against one number, its *work*: FLOPs for
   ``conv_grouped`` (grouped and depthwise convolutions; a depthwise one whose channels
   are not a multiple of 16, ``conv_grouped_unaligned``, is a kind of its own: the CPU's
@@ -78,6 +82,7 @@ class OpFeatures:
     flops: int
     bytes_moved: int
     gemm_mnk: tuple[int, int, int] | None = None  # (M, N, K) of GEMM-like kinds
+    winograd: bool = False  # a 3 x 3 stride-1 dense convolution (``winograd_eligible``)
 
     @property
     def work(self) -> float:
@@ -137,7 +142,9 @@ def op_features(graph: Graph, node: Node) -> OpFeatures:
             kind = "conv_grouped" if groups % CHANNEL_BLOCK == 0 or not _depthwise(graph, conv) else UNALIGNED
             return OpFeatures(kind, "conv_grouped", int(node.flops), nbytes)
         kind = "conv1x1" if kernel_area == 1 else "conv"
-        return OpFeatures(kind, kind, int(node.flops), nbytes, _conv_mnk(graph, conv, node, int(node.flops)))
+        mnk = _conv_mnk(graph, conv, node, int(node.flops))
+        winograd = kind == "conv" and winograd_eligible(graph, conv)
+        return OpFeatures(kind, kind, int(node.flops), nbytes, mnk, winograd)
     if family == "pool" and _stride_one(_anchor_node(node)):
         return OpFeatures(f"{base}{STRIDE_ONE}", family, int(node.flops), nbytes)
     return OpFeatures(base if family != "attention" else "attention", family, int(node.flops), nbytes)
@@ -146,6 +153,60 @@ def op_features(graph: Graph, node: Node) -> OpFeatures:
 STRIDE_ONE = "_stride1"  # the suffix of a pooling kind whose windows move by one element
 CHANNEL_BLOCK = 16  # channels per vector block of oneDNN's depthwise kernels on AVX-512 (16 floats)
 UNALIGNED = "conv_grouped_unaligned"  # a depthwise convolution whose channels are not whole blocks
+
+
+# Where each convolution overload keeps its stride, dilation and transposed flag among its
+# positional arguments (index or None), and their keyword names.
+_CONV_ARGS = {
+    "conv1d": (3, 5, None),
+    "conv2d": (3, 5, None),
+    "conv3d": (3, 5, None),
+    "convolution": (3, 5, 6),
+    "_convolution": (3, 5, 6),
+    "cudnn_convolution": (3, 4, None),  # (self, weight, padding, stride, dilation, groups, ...)
+}
+
+
+def winograd_eligible(graph: Graph, conv: Node) -> bool:
+    """True when cuDNN could run a (dense) convolution with a Winograd algorithm: a 2-D 3 x 3
+    kernel at stride 1 and dilation 1, not transposed (cuDNN's ``WINOGRAD`` forward algorithm
+    requires a 3 x 3 filter; a 1 x 3 or 3 x 1, a 5 x 5, 1-D or 3-D kernel is left to implicit
+    GEMM here). Stride and dilation are read from the op's arguments; where the op carries
+    none, the stride is taken as 1 when no output side is shorter than a valid convolution's
+    (input minus 2)."""
+    w = _shape(graph, conv.inputs[1]) if len(conv.inputs) > 1 else None
+    if not w or len(w) != 4 or tuple(w[2:]) != (3, 3):
+        return False
+    base = base_name(conv.op)
+    positions = _CONV_ARGS.get(base)
+    args = conv.attrs.get("args")
+    kwargs = conv.attrs.get("kwargs") or {}
+    if positions is not None and isinstance(args, list | tuple):
+        stride_at, dilation_at, transposed_at = positions
+
+        def arg(i: int | None, name: str, default: object) -> object:
+            if name in kwargs:
+                return kwargs[name]
+            return args[i] if i is not None and i < len(args) else default
+
+        stride, dilation = arg(stride_at, "stride", 1), arg(dilation_at, "dilation", 1)
+        if transposed_at is not None and arg(transposed_at, "transposed", False) is True:
+            return False
+        return _all_ones(stride) and _all_ones(dilation)
+    x = _shape(graph, conv.inputs[0]) if conv.inputs else None
+    out = _shape(graph, conv.outputs[0]) if conv.outputs else None
+    if not x or not out or len(x) != 4 or len(out) != 4:
+        return False
+    return all(o >= i - 2 for o, i in zip(out[2:], x[2:], strict=True))
+
+
+def _all_ones(v: object) -> bool:
+    """True for 1 or a non-empty list of 1s (a conv's stride or dilation); False for anything else."""
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return v == 1
+    return isinstance(v, list | tuple) and bool(v) and all(isinstance(s, int) and s == 1 for s in v)
 
 
 def _depthwise(graph: Graph, conv: Node) -> bool:

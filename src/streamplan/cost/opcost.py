@@ -353,7 +353,7 @@ class AnalyticCostModel(CostModel):
         if f.gemm_mnk is not None:
             gemm = self._gemm_curves.get(f.kind) or self._gemm_curves.get("gemm")
             if gemm is not None:
-                return gemm.time_ms(f.flops, f.gemm_mnk)
+                return gemm.time_ms(f.flops, f.gemm_mnk, f.winograd)
             return None
         curve = self._curves.get(f.kind) or self._curves.get(f.family)
         if curve is None:
