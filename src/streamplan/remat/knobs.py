@@ -25,8 +25,10 @@ memory, the allocator's reserved bytes must stay within the budget: the search i
 the budget less what the cache adds to the device figure on the setting without remat, and
 lowered by the excess when the rewritten program is still over. To fit at all (by returning
 the cache), there is no such measure (under a cap the allocator is not monotone: it can fit
-a smaller capacity and not a larger one), so the search starts just under the budget and
-asks for ``STEP`` less each time. At most ``ROUNDS`` rounds either way.
+a smaller capacity and not a larger one), so the search starts just under the budget and,
+when the rewritten program still does not fit, asks for less by what the device memory it
+runs in (``budget.knobs.needed_bytes``) exceeds the budget, at least ``STEP`` of the target.
+At most ``ROUNDS`` rounds either way.
 The answer is therefore always checked on the budget's own figure; what is not guaranteed
 is that the search found the fastest remat plan for that figure (it found the fastest for
 the target it was given).
@@ -116,7 +118,8 @@ def remat_goal(grid: KnobPlan) -> int:
 
 def remat_candidates(grid: KnobPlan, tries: int, tried: dict[str, int]) -> list[KnobPoint]:
     """The settings that could beat the choice once they reach ``remat_goal``, not tried before
-    (or tried and brought only to the class above the goal): every one that does not reach it
+    (or tried and brought to fit only by returning the cache, when the goal is to fit without;
+    a setting no recomputation made fit is not tried again): every one that does not reach it
     when nothing fits or the choice has to return its cache, else those faster than the
     choice that do not. Taken in turn from two orders: the
     fastest (what is most worth fitting; ties: least held) and the least held (what is
@@ -126,7 +129,7 @@ def remat_candidates(grid: KnobPlan, tries: int, tried: dict[str, int]) -> list[
     pool = [
         p
         for p in grid.points
-        if p.fit_class > goal and not p.recomputed_ops and tried.get(p.plan, goal + 1) == goal + 1
+        if p.fit_class > goal and not p.recomputed_ops and (p.plan not in tried or goal < tried[p.plan] < 2)
     ]
     if chosen is not None and chosen.fit_class == 0:
         pool = [p for p in pool if p.step_ms < chosen.step_ms]
@@ -200,7 +203,10 @@ def _remat_to(
                 )
             if goal == 0:
                 target -= max(after.peak_bytes - budget_bytes, MIB)
-                continue
+            else:  # the device memory the rewritten program runs in says how much is still missing
+                missing = needed_bytes(chosen.graph, setting, ctx) - budget_bytes
+                target = min(target, chosen.peak_bytes) - max(missing, int(target * STEP))
+            continue
         # met by the schedule alone, or fits no better: ask for less than this answer holds
         target = int(min(target, chosen.peak_bytes or target) * (1 - STEP))
     return None
