@@ -73,7 +73,10 @@ def test_below_every_programs_floor_nothing_is_searched(step, grid, monkeypatch)
     monkeypatch.setattr(knobs, "search", never)
     plan = prescribe_with_remat(step, PLAN, budget_bytes=floor - 1)
     assert plan.chosen is None and plan.remat_tried >= 1
-    assert "no setting fits even with rematerialization" in "\n".join(plan.lines())
+    text = "\n".join(plan.lines())
+    assert "no setting fits even with rematerialization" in text
+    least = min(p.needed_bytes for p in plan.front)  # what a budget must be, not the uncapped peak
+    assert f"the least device memory a setting on the front runs in is {least / 2**20:.2f} MiB" in text
 
 
 def test_a_smaller_budget_recomputes_more(step, grid):

@@ -152,11 +152,16 @@ class KnobPlan:
                     f"{c.cache_releases} times a step (each a synchronisation the step time leaves out)"
                 )
         elif self.budget_bytes is not None:
-            least = min(self.points, key=lambda p: p.peak_bytes)
             tried = " even with rematerialization" if self.remat_tried else ""
+            known = [p for p in self.points if p.needed_bytes is not None]
+            if known:  # what a budget must be, not the peak with nothing limiting the cache
+                least = min(known, key=lambda p: p.needed_bytes)
+                figure = f"the least device memory a setting on the front runs in is {least.needed_bytes / gib:.2f} {unit}"
+            else:
+                least = min(self.points, key=lambda p: p.peak_bytes)
+                figure = f"the smallest peak is {least.peak_bytes / gib:.2f} {unit}"
             out.append(
-                f"  no setting fits{tried}: the smallest peak is {least.peak_bytes / gib:.2f} {unit} "
-                f"({least.label}); more ranks or a smaller batch are needed"
+                f"  no setting fits{tried}: {figure} ({least.label}); more ranks or a smaller batch are needed"
             )
         out.append(f"  Pareto front (step ms, peak {unit}, runs in {unit}, exposed communication ms):")
         shown = list(self.front)
