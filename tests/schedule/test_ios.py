@@ -101,3 +101,66 @@ def test_out_of_time_blocks_are_halved_down_to_one_stream():
     assert simulate(g, fast, "v100").makespan_ms <= simulate(g, one_stream(g), "v100").makespan_ms + 1e-12
     full = schedule_ios(g, ScheduleContext(cost="v100", time_limit_s=600))
     assert full.meta["timed_out_blocks"] == 0
+
+
+def test_synchronized_executor_times_stages_as_ios_runs_them():
+    """One-group stages run back to back (host ahead); a stage of several groups is launched
+    group after group on an idle device and followed by a device-wide synchronize."""
+    from streamplan.cost.simulate import op_costs
+    from streamplan.schedule.ios import synchronized_ms
+
+    g = load_model("seed-example2")  # a, {b -> d | c -> e}, f
+    cost = FakeCostModel(1.0, occupancy=0.5, launch_ms=0.25)
+    pos = {op: i for i, op in enumerate(g.node_ids)}
+    costs = op_costs(g, g.node_ids, cost)
+    supply = cost.device_facts.supply
+    one_by_one = [[[p]] for p in range(len(g.node_ids))]
+    # six kernels on one stream, the host one launch ahead: 0.25 + 6 x 1.0, and no synchronize
+    assert synchronized_ms(g, one_by_one, costs, supply, 0.1) == 6.25
+    a, b, c, d, e, f = (pos[x] for x in "abcdef")
+    staged = [[[a]], [[b, d], [c, e]], [[f]]]
+    # [a] 1.25 | b, d, c, e launched in that order: c starts at 0.75, e ends at 0.75 + 2 = 2.75 | [f] 1.25
+    assert abs(synchronized_ms(g, staged, costs, supply, 0.1) - (1.25 + 2.75 + 1.25 + 2 * 0.1)) < 1e-12
+
+
+def test_the_synchronized_search_pays_for_launches_and_synchronizes():
+    g = load_model("seed-example2")
+    cheap = FakeCostModel(1.0, occupancy=0.5, launch_ms=0.01)
+    ctx = ScheduleContext(cost=cheap, options={"executor": "synchronized", "sync_ms": 0.01})
+    sched = schedule_ios(g, ctx)
+    verify_schedule(g, sched)
+    assert sched.meta["executor"] == "synchronized" and sched.num_streams == 2
+    # groups of a stage are its connected components: no edge between two groups of a stage
+    group_of = {
+        op: (k, j) for k, st in enumerate(sched.meta["stages"]) for j, grp in enumerate(st) for op in grp
+    }
+    for op in g.node_ids:
+        for q in g.pred_positions()[g.node_ids.index(op)]:
+            src = g.node_ids[q]
+            assert group_of[src][0] != group_of[op][0] or group_of[src] == group_of[op]
+    assert sched.meta["predicted_ms"] < sched.meta["sequential_ms"]
+    # with launches and synchronizes dearer than the kernels, one stream wins
+    dear = FakeCostModel(1.0, occupancy=0.5, launch_ms=0.9)
+    ctx = ScheduleContext(cost=dear, options={"executor": "synchronized", "sync_ms": 2.0})
+    assert all(len(stage) == 1 for stage in schedule_ios(g, ctx).meta["stages"])
+
+
+def test_bad_ios_options_are_refused():
+    import pytest
+
+    from streamplan.errors import ScheduleError
+    from streamplan.schedule import make_schedule
+
+    g = load_model("seed-example2")
+    for bad in ({"executor": "cuda"}, {"sync_ms": -1.0}, {"sync_ms": float("nan")}, {"block_budget": 0}):
+        with pytest.raises(ScheduleError):
+            make_schedule(g, "ios", ScheduleContext(options=bad))
+
+
+def test_a_small_block_budget_halves_blocks_and_a_large_one_does_not():
+    g = load_model("random:60:2")
+    small = schedule_ios(g, ScheduleContext(cost="v100", options={"block_budget": 50}))
+    verify_schedule(g, small)
+    assert small.meta["halved_blocks"] > 0
+    large = schedule_ios(g, ScheduleContext(cost="v100", time_limit_s=600, options={"block_budget": 10**7}))
+    assert large.meta["halved_blocks"] == 0

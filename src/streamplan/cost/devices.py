@@ -77,24 +77,24 @@ class GpuConstants:
     resolved on the device (assumed 1 us: no published figure found).
     """
 
-    launch_overhead_ms: float = 0.0020
-    kernel_fixed_ms: float = 0.00786
-    kernel_min_ms: float = 0.00331
+    launch_overhead_ms: float = 0.00206
+    kernel_fixed_ms: float = 0.0104
+    kernel_min_ms: float = 0.00463
     gemm_peak_fraction: float = 1.0
-    gemm_tile_half: float = 3.37
-    gemm_half_k: float = 24.1
-    gemm_tiles_per_sm: float = 4.12
+    gemm_tile_half: float = 1.71
+    gemm_half_k: float = 30.2
+    gemm_tiles_per_sm: float = 4.80
     winograd_speedup: float = 2.25
     memory_efficiency: float = 0.75
-    interference: float = 0.0097
-    sm_interference: float = 0.0186
+    interference: float = 0.0123
+    sm_interference: float = 0.0125
     event_record_ms: float = 0.0015
     event_wait_ms: float = 0.0015
     event_resume_ms: float = 0.003
     graph_launch_ms: float = 0.0035
     graph_node_ms: float = 0.001
     graph_edge_ms: float = 0.001
-    latency_error: float | None = 0.18
+    latency_error: float | None = 0.14
     speedup_error: float | None = 0.20
 
     def apply(self, spec: DeviceProfile) -> DeviceProfile:

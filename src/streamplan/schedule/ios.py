@@ -45,17 +45,45 @@ class _OverBudget(Exception):
     """A block's DP outgrew ``BLOCK_BUDGET``."""
 
 
+EXECUTORS = ("streams", "synchronized")
+
+
 @dataclass(frozen=True)
 class IosOptions:
-    """IOS's tunables: ``r`` units per group, ``s`` groups per stage, ``block_ops`` units per block."""
+    """IOS's tunables: ``r`` units per group, ``s`` groups per stage, ``block_ops`` units per block.
+
+    ``block_budget``: stage candidates one block's DP may try before the block is halved
+    (a larger budget searches wide blocks whole, at the cost of time).
+
+    ``executor`` says which executor the DP costs stages for:
+
+    - ``"streams"`` (default): streamplan's, where only events order the streams and the
+      host launches ahead of the device; a stage may split a component into chains that
+      wait for each other with events.
+    - ``"synchronized"``: IOS's own: the host launches a stage's groups one after another
+      (all of the first group's kernels, then the second's), and synchronizes the whole
+      device (``sync_ms``) after every stage, except between two stages of one group each,
+      which run back to back. A stage's groups are then its weakly connected components
+      (that executor has no events inside a stage), and a stage of several groups costs
+      its host launches and the synchronize as well as its kernels.
+      ``synchronized_ms`` times a whole stage list as that executor runs it.
+    """
 
     r: int = 3
     s: int = 8
     block_ops: int = 20
+    block_budget: int = BLOCK_BUDGET
+    executor: str = "streams"
+    sync_ms: float = 0.005
 
     def __post_init__(self) -> None:
-        for name in ("r", "s", "block_ops"):
+        for name in ("r", "s", "block_ops", "block_budget"):
             object.__setattr__(self, name, whole(name, getattr(self, name)))
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
+        sync = self.sync_ms
+        if isinstance(sync, bool) or not isinstance(sync, (int, float)) or not 0 <= sync < float("inf"):
+            raise ValueError(f"sync_ms must be a finite number of milliseconds >= 0, got {sync!r}")
 
 
 def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
@@ -90,7 +118,17 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     units = chain_units(graph)
     blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
-    search = _BlockSearch(graph, costs, units, r=max(1, r), s=groups_cap, supply=model.device_facts.supply)
+    synchronized = opts.executor == "synchronized"
+    search = _BlockSearch(
+        graph,
+        costs,
+        units,
+        r=max(1, r),
+        s=groups_cap,
+        supply=model.device_facts.supply,
+        budget=opts.block_budget,
+        sync_ms=opts.sync_ms if synchronized else None,
+    )
     deadline = t0 + SEARCH_SHARE * ctx.time_limit_s
     for k, block in enumerate(blocks):
         ctx.progress("ios search (blocks)", k, len(blocks))
@@ -100,16 +138,22 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         search.timed_out += search.timed
     ctx.progress("ios search (blocks)", len(blocks), len(blocks))
     schedule = _to_schedule(graph, stages, max_streams)
-    predicted = simulate(graph, schedule, model).makespan_ms
-    # Without the barriers only data waits order the stages; keep whichever is faster.
-    free = schedule.replace(waits=derive_waits(graph, schedule.launch_order, schedule.streams))
-    free_ms = simulate(graph, free, model).makespan_ms
-    barriers = predicted <= free_ms
-    if not barriers:
-        schedule, predicted = free, free_ms
-    # The DP sums stage times; the full simulation can disagree. Never return worse than one stream.
     one_stream = StreamSchedule(ids, {op: 0 for op in ids}, (), "ios")
-    sequential_ms = simulate(graph, one_stream, model).makespan_ms
+    if synchronized:  # timed as IOS's executor runs the stages, barriers and all
+        barriers = True
+        supply = model.device_facts.supply
+        predicted = synchronized_ms(graph, stages, costs, supply, opts.sync_ms)
+        sequential_ms = synchronized_ms(graph, [[[p]] for p in range(len(ids))], costs, supply, opts.sync_ms)
+    else:
+        predicted = simulate(graph, schedule, model).makespan_ms
+        # Without the barriers only data waits order the stages; keep whichever is faster.
+        free = schedule.replace(waits=derive_waits(graph, schedule.launch_order, schedule.streams))
+        free_ms = simulate(graph, free, model).makespan_ms
+        barriers = predicted <= free_ms
+        if not barriers:
+            schedule, predicted = free, free_ms
+        sequential_ms = simulate(graph, one_stream, model).makespan_ms
+    # The DP sums stage times; the full simulation can disagree. Never return worse than one stream.
     fallback = sequential_ms < predicted
     if fallback:
         schedule, predicted = one_stream, sequential_ms
@@ -120,6 +164,7 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         "units": len(units),
         "r": r,
         "s": groups_cap,
+        "executor": opts.executor,
         "truncated_states": search.truncated,
         "halved_blocks": search.halved,
         "timed_out_blocks": search.timed_out,
@@ -184,9 +229,13 @@ class _BlockSearch:
         r: int,
         s: int,
         supply: Supply = Supply(),
+        budget: int = BLOCK_BUDGET,
+        sync_ms: float | None = None,
     ):
         self.graph, self.costs, self.units, self.r, self.s = graph, costs, units, r, s
         self.supply = supply
+        self.block_budget = budget
+        self.sync_ms = sync_ms  # None: streamplan's executor; a number: IOS's synchronizing one
         self.demands = costs.demand_list()
         op_class: dict[tuple[float, Demand], int] = {}
         cls = [op_class.setdefault(k, len(op_class)) for k in zip(costs.time_ms, self.demands, strict=True)]
@@ -201,7 +250,7 @@ class _BlockSearch:
         self.by_ending: dict[int, tuple[float, list[list[int]]]] = {}
         self.truncated = 0
         self.halved = 0
-        self.budget = BLOCK_BUDGET
+        self.budget = budget
         self.stop_at: float | None = None
         self.timed = False  # the current block was halved for time
         self.timed_out = 0
@@ -209,12 +258,12 @@ class _BlockSearch:
     def run(self, block: list[int], seconds: float | None = None) -> list[list[list[int]]]:
         """Stages (groups of graph positions, in run order) for one block of units.
 
-        A block whose DP would take more than ``BLOCK_BUDGET`` stage candidates (a wide
+        A block whose DP would take more than its budget of stage candidates (a wide
         block: the state count grows like (length/width)^width) is halved and each half
         solved on its own, which bounds the search time at some loss of overlap. So is one
         that takes more than ``seconds`` (each half then gets half the time left).
         """
-        self.budget = BLOCK_BUDGET
+        self.budget = self.block_budget
         self.stop_at = None if seconds is None else time.perf_counter() + seconds
         try:
             return self._run(block)
@@ -320,6 +369,8 @@ class _BlockSearch:
         comps = _components(ending, self.preds, self.succs)
         if len(comps) <= self.s and all(len(c) <= self.r for c in comps):
             out.append(comps)
+        if self.sync_ms is not None:  # IOS's executor: no events inside a stage
+            return out
         chains = []
         for comp in comps:
             chains.extend(_chains(comp, self.preds, self.r))
@@ -330,10 +381,17 @@ class _BlockSearch:
     def _time(self, groups: list[list[int]]) -> float:
         """Simulated time of one stage run alone, the host assumed ahead (launches overlap earlier stages).
 
-        Cached by the stage's shape (cost class of each unit, its group, the cross-group
-        waits), so repeated motifs and equal ops are simulated once.
+        Under IOS's synchronizing executor a stage of several groups is launched group after
+        group once the device is idle, and ends with a device-wide synchronize: its time
+        includes the host's launches and ``sync_ms``. Cached by the stage's shape (cost class
+        of each unit, its group, the cross-group waits), so repeated motifs and equal ops
+        are simulated once.
         """
-        order = [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
+        synchronized = self.sync_ms is not None and len(groups) > 1
+        if synchronized:
+            order = [j for g in groups for j in g]
+        else:
+            order = [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
         group_of = {j: g for g, grp in enumerate(groups) for j in grp}
         where = {j: n for n, j in enumerate(order)}
         waits = [
@@ -351,14 +409,16 @@ class _BlockSearch:
         shape = (tuple((ucls[block[j]], group_of[j]) for j in order), tuple(map(tuple, waits)))
         t = self.shape_cache.get(shape)
         if t is None:
-            t = self._simulate_units(order, group_of, waits)
+            t = self._simulate_units(order, group_of, waits, synchronized)
+            if synchronized:
+                t += self.sync_ms
             self.shape_cache[shape] = t
         return t
 
     def _simulate_units(
-        self, order: list[int], group_of: dict[int, int], unit_waits: list[list[int]]
+        self, order: list[int], group_of: dict[int, int], unit_waits: list[list[int]], launches: bool
     ) -> float:
-        times, occ, demands, queue, waits = [], [], [], [], []
+        times, occ, demands, queue, waits, launch = [], [], [], [], [], []
         last_op: list[int] = []
         c = self.costs
         for n, j in enumerate(order):
@@ -369,10 +429,53 @@ class _BlockSearch:
                 occ.append(c.occupancy[p])
                 demands.append(self.demands[p])
                 queue.append(group_of[j])
+                launch.append(c.launch_ms[p] if launches else 0.0)
             last_op.append(len(times) - 1)
-        sub = OpCosts(tuple(times), tuple(occ), (0.0,) * len(times), tuple(demands))
+        sub = OpCosts(tuple(times), tuple(occ), tuple(launch), tuple(demands))
         _, _, end = run_events(sub, queue, waits, self.supply)
         return max(end, default=0.0)
+
+
+def synchronized_ms(
+    graph: Graph, stages: list[list[list[int]]], costs: OpCosts, supply: Supply, sync_ms: float
+) -> float:
+    """Makespan of ``stages`` (groups of graph positions) run as IOS's own executor runs them.
+
+    ``costs`` are every op's facts in graph order. The host launches each stage's groups
+    one after another, group ``g`` on stream ``g``; after a stage it synchronizes the
+    device (``sync_ms``) unless this stage and the next are both one group (those run back
+    to back on one stream, the host launching ahead). So the stages fall into segments
+    (a run of one-group stages, or one stage of several groups), each started by the host
+    on an idle device. Dependencies inside a segment between groups are honoured with
+    waits (IOS's own stages have none).
+    """
+    pred_pos = graph.pred_positions()
+    demands = costs.demand_list()
+    segments: list[list[list[int]]] = []  # each a list of groups (one stream each)
+    for k, stage in enumerate(stages):
+        if len(stage) == 1 and k > 0 and len(stages[k - 1]) == 1:
+            segments[-1][0].extend(stage[0])  # back to back on the same stream, no synchronize
+        else:
+            segments.append([list(g) for g in stage])
+    total = 0.0
+    for groups in segments:
+        order = [p for g in groups for p in g]
+        queue_of = {p: q for q, g in enumerate(groups) for p in g}
+        where = {p: n for n, p in enumerate(order)}
+        if any(where.get(q, -1) > where[p] for p in order for q in pred_pos[p]):
+            order.sort()  # groups that feed each other both ways: launch in graph order
+            where = {p: n for n, p in enumerate(order)}
+        queue = [queue_of[p] for p in order]
+        waits = [[where[q] for q in pred_pos[p] if q in where and queue_of[q] != queue_of[p]] for p in order]
+        sub = OpCosts(
+            tuple(costs.time_ms[p] for p in order),
+            tuple(costs.occupancy[p] for p in order),
+            tuple(costs.launch_ms[p] for p in order),
+            tuple(demands[p] for p in order),
+        )
+        _, _, end = run_events(sub, queue, waits, supply)
+        total += max(end, default=0.0)
+    return total + sync_ms * max(0, len(segments) - 1)
 
 
 def _bits(mask: int):
