@@ -106,6 +106,9 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     instead (``meta["fallback_sequential"]``), so ``ios`` is never predicted slower.
     The stage barriers are dropped (only data waits kept, same streams and order)
     when the simulation says that is faster (``meta["barriers"]`` is False then).
+    With ``executor="synchronized"`` the search, ``predicted_ms`` and ``sequential_ms``
+    are IOS's own executor's (``synchronized_ms``), and the barriers are kept; the
+    schedule returned still runs on streamplan's runtime, with events as barriers.
     """
     opts = ctx.options_as(IosOptions)
     r, s, block_ops = opts.r, opts.s, opts.block_ops
