@@ -11,6 +11,7 @@ import torch
 
 from helpers.codegen import assert_ruff_clean, generated_class, graph_leaves, import_source, stream_calls
 from helpers.launch_log import check_launch_log
+from helpers.matrix import pairs
 from helpers.models import RUNNABLE_MODELS, small_model
 from helpers.shared import stored_schedule
 from streamplan.codegen import generate_module, launch_plan
@@ -25,6 +26,14 @@ from streamplan.schedule.registry import POLICIES
 
 CTX = ScheduleContext(max_streams=4, time_limit_s=2.0)
 MULTI_STREAM = ("asap", "nimble", "ios")
+# Generated code differs by the graph's structure and by the schedule's shape, not by which model
+# meets which policy: each zoo model is generated under two policies and each policy on two zoo
+# models (and every policy on the two graph-only models), each model's stream calls are checked
+# under one multi-stream policy and each of those policies on several models
+# (helpers.matrix; STREAMPLAN_FULL_MATRIX=1 runs every pair).
+EAGER_PAIRS = pairs(RUNNABLE_MODELS, POLICIES, per_model=2)
+STREAM_PAIRS = pairs(RUNNABLE_MODELS, MULTI_STREAM, per_model=1)
+GRAPH_ONLY = ("seed-example2", "random:40")
 
 
 @functools.cache
@@ -98,13 +107,14 @@ def test_same_input_gives_the_same_bytes(tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
-    """Every zoo model x policy (and two graph-only models) generated into one folder."""
+    """The zoo model x policy pairs the tests below run, and every policy on two graph-only
+    models, generated into one folder."""
     folder = tmp_path_factory.mktemp("generated")
     sources = {}
-    for name in [*RUNNABLE_MODELS, "seed-example2", "random:40"]:
+    wanted = dict.fromkeys([*EAGER_PAIRS, *STREAM_PAIRS, *((n, p) for n in GRAPH_ONLY for p in POLICIES)])
+    for name, policy in wanted:
         graph = small_model(name)[2] if name in RUNNABLE_MODELS else load_model(name)
-        for policy in POLICIES:
-            sources[name, policy] = generate_module(graph, _schedule(name, policy), model=name)
+        sources[name, policy] = generate_module(graph, _schedule(name, policy), model=name)
     for (name, policy), text in sources.items():
         (folder / f"{name.replace(':', '_')}_{policy}.py").write_text(text)
     return folder, sources
@@ -117,8 +127,7 @@ def test_generated_files_are_ruff_clean(generated) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("name", RUNNABLE_MODELS)
+@pytest.mark.parametrize("name,policy", EAGER_PAIRS)
 def test_zoo_module_matches_eager(generated, tmp_path, name: str, policy: str) -> None:
     module, inputs, _ = small_model(name)
     model = generated_class(import_source(generated[1][name, policy], tmp_path))()
@@ -128,7 +137,7 @@ def test_zoo_module_matches_eager(generated, tmp_path, name: str, policy: str) -
     assert ok, f"{name} {policy}: max abs error {max_abs}"
 
 
-@pytest.mark.parametrize("name", ["seed-example2", "random:40"])
+@pytest.mark.parametrize("name", GRAPH_ONLY)
 @pytest.mark.parametrize("policy", ["sequential", "nimble", "ios"])
 def test_graph_only_module_matches_graph_order(tmp_path, name: str, policy: str) -> None:
     graph = load_model(name)
@@ -141,8 +150,7 @@ def test_graph_only_module_matches_graph_order(tmp_path, name: str, policy: str)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", MULTI_STREAM)
-@pytest.mark.parametrize("name", RUNNABLE_MODELS)
+@pytest.mark.parametrize("name,policy", STREAM_PAIRS)
 def test_stream_calls_satisfy_the_schedule(generated, tmp_path, monkeypatch, name: str, policy: str) -> None:
     module, inputs, graph = small_model(name)
     schedule = _schedule(name, policy)

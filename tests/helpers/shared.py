@@ -5,16 +5,20 @@ first process to import it (pytest-xdist's controller, or a plain run) makes the
 removes it at exit, and the xdist workers inherit it. A capture of a zoo model, or an IOS or
 budget search on a large graph, takes seconds; the same one was made by several test files,
 once per worker. Here it is made once per run and read back (graph and schedule JSON are
-exact round trips). Entries are written atomically; two processes asking at once both
-compute it, which is only wasted time.
+exact round trips). Entries are written atomically; a process asking for an entry another
+one is making waits for it (a lock file per entry) rather than making it too: the two
+xdist workers often reach the same zoo capture at once, and on two cores making it twice
+costs both of them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,17 +40,39 @@ def _stored(
         return make()
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
     path = root / kind / f"{digest}.json"
-    if path.exists():
-        try:
-            return load(path.read_text())
-        except (OSError, ValueError):
-            pass  # half-read or stale: make it again
-    value = make()
+    value = _read(path, load)
+    if value is not None:
+        return value
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(dump(value))
-    os.replace(tmp, path)
+    with _locked(path.with_name(f"{path.name}.lock")):
+        value = _read(path, load)  # made by another process while this one waited
+        if value is not None:
+            return value
+        value = make()
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(dump(value))
+        os.replace(tmp, path)
     return value
+
+
+def _read(path: Path, load: Callable[[str], T]) -> T | None:
+    if not path.exists():
+        return None
+    try:
+        return load(path.read_text())
+    except (OSError, ValueError):
+        return None  # half-read or stale: make it again
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` across processes (released when the holder exits, too)."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def stored_graph(key: Any, make: Callable[[], Any]):

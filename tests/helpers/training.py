@@ -129,3 +129,45 @@ def small_zoo_problem(name: str, batch: int = 2) -> TrainingProblem:
     inputs = shrink(name, tuple(problem.inputs))
     targets = tuple(t[:, :SEQ_LEN].contiguous() if t.dim() == 2 else t for t in problem.targets)
     return dataclasses.replace(problem, inputs=inputs, targets=targets)
+
+
+def shallow_gpt2_problem(batch: int = 2, layers: int = 2, vocab: int = 2048) -> TrainingProblem:
+    """The zoo's GPT-2 training problem (``GPT2LM``: the LM head tied to the token embeddings,
+    next-token loss) with ``layers`` of its 12 identical blocks and a ``vocab``-token vocabulary,
+    on 16 tokens. Every op kind of the full model's step is there (embeddings, attention,
+    layer norms, GELU, the tied head and its two gradients); a training step of GPT-2 small is
+    38M embedding weights and ten more blocks of the same, about three times the time on the CPU."""
+    from transformers import GPT2Config, GPT2Model
+
+    from helpers.models import SEQ_LEN
+    from streamplan.zoo._layers import seeded
+    from streamplan.zoo.transformers_models import GPT2LM, next_token_loss
+
+    seeded(0)
+    module = GPT2LM.__new__(GPT2LM)
+    nn.Module.__init__(module)
+    config = GPT2Config(use_cache=False, attn_implementation="eager", n_layer=layers, vocab_size=vocab)
+    module.transformer = GPT2Model(config)
+    ids = torch.randint(0, vocab, (batch, SEQ_LEN), generator=torch.Generator().manual_seed(1))
+    return TrainingProblem(module, (ids,), next_token_loss, (ids.clone(),), "next-token cross-entropy")
+
+
+def check_zoo_training_step(problem: TrainingProblem, name: str) -> None:
+    """The captured Adam step of ``problem`` equals eager exactly on one stream, and to
+    tolerance under asap on four streams with chaos delays."""
+    from streamplan.runtime import run_and_compare
+    from streamplan.schedule.context import ScheduleContext
+
+    graph = capture_training(problem, optimizer="adam", name=name)
+    one = run_and_compare(problem, "sequential", graph=graph, train=True, optimizer="adam")
+    assert one.matches_eager and one.max_abs_error == 0.0, one.max_abs_error
+    many = run_and_compare(
+        problem,
+        "asap",
+        graph=graph,
+        train=True,
+        optimizer="adam",
+        chaos=True,
+        ctx=ScheduleContext(max_streams=4),
+    )
+    assert many.matches_eager, many.max_abs_error
