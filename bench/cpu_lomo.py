@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", nargs="*", default=list(ZOO))
     ap.add_argument(
-        "--timm", nargs="*", default=None, help=f"timm models (default when timm imports: {TIMM})"
+        "--timm",
+        nargs="*",
+        default=None,
+        help=f"timm models (alone, or by default when timm imports: {TIMM})",
     )
     ap.add_argument("--policies", nargs="*", default=list(POLICIES))
     ap.add_argument("--repeat", type=int, default=5)
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     graphs = {m: load_model(m, batch=1) for m in a.models}
     names = a.timm
+    if names == []:  # --timm alone: the default timm models (timm must import)
+        names = list(TIMM)
     if names is None:
         try:
             import timm  # noqa: F401
