@@ -61,7 +61,8 @@ def test_sweep_writes_rows_table_and_plots_then_skips_them(tmp_path):
 
 def test_ctrl_c_keeps_every_finished_row_and_the_rerun_finishes(tmp_path):
     args = ["sweep", "--models", "random:60:1,random:60:2,random:60:3", "--policies", "sequential,ios"]
-    args += ["--devices", "v100,h100", "--workers", "2", "-o", "out.jsonl"]
+    # a short search limit: what is checked is the interrupt and the rerun, not IOS's search
+    args += ["--devices", "v100,h100", "--workers", "2", "--time-limit", "1", "-o", "out.jsonl"]
     out = tmp_path / "out.jsonl"
     cmd = [sys.executable, "-m", "streamplan.cli", *args]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
