@@ -22,13 +22,22 @@ from streamplan.cli.common import err, out
 
 
 def main() -> None:
-    """Entry point: user errors -> one or two lines on stderr and exit status 2."""
+    """The command line in this process: user errors -> one or two lines on stderr and exit
+    status 2 (``SystemExit``, so a caller in the same process gets the status)."""
     from streamplan.cli.errors import run_app
 
     run_app(app, out, err)
 
 
-__all__ = ["app", "main"]
+def program() -> None:
+    """The ``streamplan`` program (its console script and ``python -m streamplan.cli``): as
+    ``main``, but an interrupted command ends the process at once (``errors.run_app``)."""
+    from streamplan.cli.errors import run_app
+
+    run_app(app, out, err, whole_process=True)
+
+
+__all__ = ["app", "main", "program"]
 
 # registered after the others (it lists last in --help)
 from streamplan.cli import sweep_commands  # noqa: E402, F401

@@ -1,5 +1,5 @@
 """``python -m streamplan.cli``: the command line."""
 
-from streamplan.cli import main
+from streamplan.cli import program
 
-main()
+program()
