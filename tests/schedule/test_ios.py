@@ -76,7 +76,7 @@ def test_units_and_blocks():
 
 
 def test_chain_split_lets_groups_share_a_descendant():
-    from streamplan.schedule.ios import _chains, _components
+    from streamplan.schedule.ios_search import _chains, _components
 
     # local units 0 -> 2 <- 1 (two branches joining): IOS's partition is one group of 3,
     # the split puts the branches on two groups and the join after one of them
