@@ -46,9 +46,8 @@ NIMBLE_2080S = "an independent reproduction of Nimble (Kwon et al., NeurIPS 2020
 # IOS ran cuDNN convolutions with their batch-norm folded and the activation in the epilogue, one
 # stream per group; no horizontal merging of branches (each branch is its own stream's kernels).
 IOS_KERNELS = FusionRules(gemm_epilogue=True, horizontal=False)
-IOS_BLOCK_BUDGET = (
-    1_000_000  # stage candidates per block before the DP halves it (streamplan's default: 60,000)
-)
+# stage candidates per block before the DP halves it (streamplan's default: 60,000)
+IOS_BLOCK_BUDGET = 1_000_000
 IOS_SEARCH_S = 600.0  # the IOS search's time limit (streamplan's default: 10 s)
 STAGE_SYNC_MS = 0.00236  # IOS's executor: latency of the device-wide sync after a stage (fitted with --fit)
 

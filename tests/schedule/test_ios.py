@@ -134,9 +134,8 @@ def test_the_synchronized_search_pays_for_launches_and_synchronizes():
     group_of = {
         op: (k, j) for k, st in enumerate(sched.meta["stages"]) for j, grp in enumerate(st) for op in grp
     }
-    for op in g.node_ids:
-        for q in g.pred_positions()[g.node_ids.index(op)]:
-            src = g.node_ids[q]
+    for op, preds in zip(g.node_ids, g.pred_positions(), strict=True):
+        for src in (g.node_ids[q] for q in preds):
             assert group_of[src][0] != group_of[op][0] or group_of[src] == group_of[op]
     assert sched.meta["predicted_ms"] < sched.meta["sequential_ms"]
     # with launches and synchronizes dearer than the kernels, one stream wins

@@ -20,6 +20,10 @@ it needs a kernel the runtime does not have. Stages are separated by a device-wi
 barrier, expressed as waits (every group of a stage waits for every group of the
 previous one) and thinned by ``derive_waits``; they are dropped again when the
 full simulation finds the schedule faster without them.
+
+The block DP itself is ``schedule.ios_search``. ``IosOptions(executor="synchronized")``
+forms and costs stages for IOS's own executor instead (``synchronized_ms``), to
+reproduce IOS's measurements.
 """
 
 from __future__ import annotations
