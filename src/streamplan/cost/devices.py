@@ -77,17 +77,17 @@ class GpuConstants:
     resolved on the device (assumed 1 us: no published figure found).
     """
 
-    launch_overhead_ms: float = 0.00206
-    kernel_fixed_ms: float = 0.0104
-    kernel_min_ms: float = 0.00463
+    launch_overhead_ms: float = 0.00200
+    kernel_fixed_ms: float = 0.00920
+    kernel_min_ms: float = 0.00357
     gemm_peak_fraction: float = 1.0
-    gemm_tile_half: float = 1.71
-    gemm_half_k: float = 30.2
-    gemm_tiles_per_sm: float = 4.80
+    gemm_tile_half: float = 1.94
+    gemm_half_k: float = 62.7
+    gemm_tiles_per_sm: float = 4.85
     winograd_speedup: float = 2.25
     memory_efficiency: float = 0.75
-    interference: float = 0.0123
-    sm_interference: float = 0.0125
+    interference: float = 0.0112
+    sm_interference: float = 0.0010
     event_record_ms: float = 0.0015
     event_wait_ms: float = 0.0015
     event_resume_ms: float = 0.003

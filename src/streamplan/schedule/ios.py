@@ -15,8 +15,10 @@ Two partitions of an ending into groups are tried:
   groups may share a descendant (the joining op waits for the other group with an
   event instead of serialising the whole component on one stream).
 
-IOS's "merge" stage (convs with one input fused into one kernel) is not generated:
-it needs a kernel the runtime does not have. Stages are separated by a device-wide
+IOS's "merge" stage (convolutions that read one tensor, run as one kernel) needs a
+kernel streamplan's runtime does not have; it is searched only for IOS's own executor
+(``IosOptions(executor="synchronized", merge=True)``, ``schedule.ios_merge``), to
+reproduce what IOS measures. Stages are separated by a device-wide
 barrier, expressed as waits (every group of a stage waits for every group of the
 previous one) and thinned by ``derive_waits``; they are dropped again when the
 full simulation finds the schedule faster without them.
@@ -29,6 +31,7 @@ reproduce IOS's measurements.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,7 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 from streamplan.schedule.context import DEFAULT_CONTEXT, ScheduleContext
 from streamplan.schedule.events import derive_waits
+from streamplan.schedule.ios_merge import mergeable, merged_facts
 from streamplan.schedule.ios_search import BLOCK_BUDGET, BlockSearch, stage_order
 from streamplan.schedule.options import whole
 
@@ -65,6 +69,12 @@ class IosOptions:
       (that executor has no events inside a stage), and a stage of several groups costs
       its host launches and the synchronize as well as its kernels.
       ``synchronized_ms`` times a whole stage list as that executor runs it.
+
+    ``merge`` (IOS's executor only) lets a stage be IOS's operator merge: two or more
+    convolutions that read one tensor (same stride, output size and activation) run as one
+    convolution (``schedule.ios_merge``). The schedule returned runs a merged stage's
+    convolutions one after another on one stream (streamplan has no merged kernel);
+    ``meta["merged"]`` lists them, and ``meta["predicted_ms"]`` is IOS's executor's time.
     """
 
     r: int = 3
@@ -73,6 +83,7 @@ class IosOptions:
     block_budget: int = BLOCK_BUDGET
     executor: str = "streams"
     sync_ms: float = 0.005
+    merge: bool = False
 
     def __post_init__(self) -> None:
         for name in ("r", "s", "block_ops", "block_budget"):
@@ -82,6 +93,13 @@ class IosOptions:
         sync = self.sync_ms
         if isinstance(sync, bool) or not isinstance(sync, (int, float)) or not 0 <= sync < float("inf"):
             raise ValueError(f"sync_ms must be a finite number of milliseconds >= 0, got {sync!r}")
+        if not isinstance(self.merge, bool):
+            raise ValueError(f"merge must be True or False, got {self.merge!r}")
+        if self.merge and self.executor != "synchronized":
+            raise ValueError(
+                "merge=True models IOS's merged convolutions, which only IOS's own executor runs: "
+                'use it with executor="synchronized"'
+            )
 
 
 def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> StreamSchedule:
@@ -116,7 +134,8 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     ids = graph.node_ids
     costs = op_costs(graph, ids, model)
     groups_cap = max(1, min(s, max_streams))
-    units = chain_units(graph)
+    merge_of = mergeable(graph) if opts.merge else {}
+    units = chain_units(graph, alone=frozenset(merge_of))
     blocks = split_blocks(units, graph, block_ops)
     stages: list[list[list[int]]] = []
     synchronized = opts.executor == "synchronized"
@@ -129,6 +148,10 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         supply=model.device_facts.supply,
         budget=opts.block_budget,
         sync_ms=opts.sync_ms if synchronized else None,
+        merge_keys={
+            u: merge_of[ops[0]] for u, ops in enumerate(units) if len(ops) == 1 and ops[0] in merge_of
+        },
+        merge_ms=lambda positions: merged_facts(graph, positions, model).time_ms[0],
     )
     deadline = t0 + SEARCH_SHARE * ctx.time_limit_s
     for k, block in enumerate(blocks):
@@ -143,7 +166,8 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     if synchronized:  # timed as IOS's executor runs the stages, barriers and all
         barriers = True
         supply = model.device_facts.supply
-        predicted = synchronized_ms(graph, stages, costs, supply, opts.sync_ms)
+        merged = {frozenset(m): merged_facts(graph, m, model) for m in search.merged}
+        predicted = synchronized_ms(graph, stages, costs, supply, opts.sync_ms, merged)
         sequential_ms = synchronized_ms(graph, [[[p]] for p in range(len(ids))], costs, supply, opts.sync_ms)
     else:
         predicted = simulate(graph, schedule, model).makespan_ms
@@ -159,6 +183,7 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     if fallback:
         schedule, predicted = one_stream, sequential_ms
         stages = [[list(range(len(ids)))]]
+    merged_ops = [] if fallback else [[ids[p] for p in m] for m in search.merged]
     meta: dict[str, Any] = {
         "stages": [[[ids[i] for i in g] for g in st] for st in stages],
         "blocks": len(blocks),
@@ -166,6 +191,7 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         "r": r,
         "s": groups_cap,
         "executor": opts.executor,
+        "merged": merged_ops,
         "truncated_states": search.truncated,
         "halved_blocks": search.halved,
         "timed_out_blocks": search.timed_out,
@@ -179,19 +205,21 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     return schedule.replace(meta=meta)
 
 
-def chain_units(graph: Graph) -> list[list[int]]:
+def chain_units(graph: Graph, alone: frozenset[int] = frozenset()) -> list[list[int]]:
     """Graph positions grouped into units: maximal chains u -> v where v reads only u and u feeds only v.
 
     Such a link never allows parallelism between u and v, so the DP treats the chain
     as one op (as IOS's graphs have conv+bn+relu fused). Units are numbered in
     topological order (by their first op); only a unit's first op has outside
-    predecessors and only its last op outside successors.
+    predecessors and only its last op outside successors. Positions in ``alone`` are
+    units of their own (convolutions that may merge with others: a merge stage takes
+    whole units).
     """
     preds, succs = graph.pred_positions(), graph.succ_positions()
     unit_of = [-1] * len(graph.nodes)
     units: list[list[int]] = []
     for i, ps in enumerate(preds):
-        if len(ps) == 1 and len(succs[ps[0]]) == 1:
+        if len(ps) == 1 and len(succs[ps[0]]) == 1 and i not in alone and ps[0] not in alone:
             unit_of[i] = unit_of[ps[0]]
             units[unit_of[i]].append(i)
         else:
@@ -219,7 +247,12 @@ def split_blocks(units: list[list[int]], graph: Graph, block_ops: int) -> list[l
 
 
 def synchronized_ms(
-    graph: Graph, stages: list[list[list[int]]], costs: OpCosts, supply: Supply, sync_ms: float
+    graph: Graph,
+    stages: list[list[list[int]]],
+    costs: OpCosts,
+    supply: Supply,
+    sync_ms: float,
+    merged: Mapping[frozenset[int], OpCosts] | None = None,
 ) -> float:
     """Makespan of ``stages`` (groups of graph positions) run as IOS's own executor runs them.
 
@@ -229,10 +262,28 @@ def synchronized_ms(
     to back on one stream, the host launching ahead). So the stages fall into segments
     (a run of one-group stages, or one stage of several groups), each started by the host
     on an idle device. Dependencies inside a segment between groups are honoured with
-    waits (IOS's own stages have none).
+    waits (IOS's own stages have none). A one-group stage whose positions are a key of
+    ``merged`` is IOS's merged convolution: one kernel with the facts given there.
     """
-    pred_pos = graph.pred_positions()
+    merged = merged or {}
+    pred_pos = list(graph.pred_positions())
     demands = costs.demand_list()
+    times, occ, launch = list(costs.time_ms), list(costs.occupancy), list(costs.launch_ms)
+    alias: dict[int, int] = {}  # a merged convolution's positions -> the one standing for the kernel
+    stages = [list(map(list, stage)) for stage in stages]
+    for stage in stages:
+        facts = merged.get(frozenset(stage[0])) if len(stage) == 1 else None
+        if facts is None:
+            continue
+        rep = min(stage[0])
+        alias.update((q, rep) for q in stage[0])
+        members = set(stage[0])
+        pred_pos[rep] = tuple(sorted({q for m in members for q in pred_pos[m] if q not in members}))
+        times[rep], occ[rep], launch[rep] = facts.time_ms[0], facts.occupancy[0], facts.launch_ms[0]
+        demands[rep] = facts.demand_list()[0]
+        stage[0] = [rep]
+    if alias:
+        pred_pos = [tuple(sorted({alias.get(q, q) for q in ps})) for ps in pred_pos]
     segments: list[list[list[int]]] = []  # each a list of groups (one stream each)
     for k, stage in enumerate(stages):
         if len(stage) == 1 and k > 0 and len(stages[k - 1]) == 1:
@@ -250,9 +301,9 @@ def synchronized_ms(
         queue = [queue_of[p] for p in order]
         waits = [[where[q] for q in pred_pos[p] if q in where and queue_of[q] != queue_of[p]] for p in order]
         sub = OpCosts(
-            tuple(costs.time_ms[p] for p in order),
-            tuple(costs.occupancy[p] for p in order),
-            tuple(costs.launch_ms[p] for p in order),
+            tuple(times[p] for p in order),
+            tuple(occ[p] for p in order),
+            tuple(launch[p] for p in order),
             tuple(demands[p] for p in order),
         )
         _, _, end = run_events(sub, queue, waits, supply)

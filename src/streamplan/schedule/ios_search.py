@@ -10,12 +10,14 @@ candidates, or its share of the time limit, is halved and each half searched alo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from streamplan.cost.contention import Demand, Supply
 from streamplan.cost.simulate import OpCosts, run_events
 from streamplan.ir.graph import Graph
 
 MAX_ENDINGS_PER_STATE = 4000  # enumeration cap per DP state (reported in meta when hit)
+MAX_MERGE_WIDTH = 10  # convolutions of one merge key among a state's sinks tried for merging
 BLOCK_BUDGET = 60_000  # stage candidates one block may try before it is halved
 
 
@@ -37,11 +39,19 @@ class BlockSearch:
         supply: Supply = Supply(),
         budget: int = BLOCK_BUDGET,
         sync_ms: float | None = None,
+        merge_keys: dict[int, tuple] | None = None,
+        merge_ms: Callable[[tuple[int, ...]], float] | None = None,
     ):
         self.graph, self.costs, self.units, self.r, self.s = graph, costs, units, r, s
         self.supply = supply
         self.block_budget = budget
         self.sync_ms = sync_ms  # None: streamplan's executor; a number: IOS's synchronizing one
+        # IOS's operator merge: the merge key of each unit that is one mergeable convolution, and
+        # the time of the merged kernel of some graph positions (``schedule.ios_merge``)
+        self.merge_keys = merge_keys or {}
+        self.merge_ms = merge_ms
+        self.merged: list[tuple[int, ...]] = []  # graph positions of every merged stage returned
+        self.merge_cache: dict[tuple[int, ...], float] = {}
         self.demands = costs.demand_list()
         op_class: dict[tuple[float, Demand], int] = {}
         cls = [op_class.setdefault(k, len(op_class)) for k in zip(costs.time_ms, self.demands, strict=True)]
@@ -94,25 +104,30 @@ class BlockSearch:
                     succs[local[q]] |= 1 << j
         self.block, self.preds, self.succs = block, preds, succs
         self.by_ending = {}
-        memo: dict[int, tuple[float, int, list[list[int]]]] = {0: (0.0, 0, [])}
+        memo: dict[int, tuple[float, int, list[list[int]], bool]] = {0: (0.0, 0, [], False)}
         full = (1 << k) - 1
         self._solve(full, memo)
         stages = []
+        merged = []
         state = full
         while state:
-            _, ending, groups = memo[state]
+            _, ending, groups, merge = memo[state]
             stages.append([[p for j in g for p in self.units[block[j]]] for g in groups])
+            if merge:
+                merged.append(tuple(stages[-1][0]))
             state &= ~ending
         stages.reverse()
+        self.merged.extend(merged)
         return stages
 
-    def _solve(self, state: int, memo: dict[int, tuple[float, int, list[list[int]]]]) -> float:
+    def _solve(self, state: int, memo: dict[int, tuple[float, int, list[list[int]], bool]]) -> float:
         hit = memo.get(state)
         if hit is not None:
             return hit[0]
-        best = (float("inf"), 0, [])
+        best: tuple[float, int, list[list[int]], bool] = (float("inf"), 0, [], False)
         endings = self._endings(state)
-        self.budget -= len(endings)
+        merges = self._merge_endings(state) if self.merge_keys else []
+        self.budget -= len(endings) + len(merges)
         over_time = self.stop_at is not None and time.perf_counter() > self.stop_at
         if (self.budget < 0 or over_time) and len(self.block) > 1:
             raise _OverBudget
@@ -122,9 +137,41 @@ class BlockSearch:
                 continue
             total = stage_ms + self._solve(state & ~ending, memo)
             if total < best[0]:
-                best = (total, ending, groups)
+                best = (total, ending, groups, False)
+        for ending in merges:  # one kernel for several convolutions: a stage of one group
+            stage_ms = self._merge_time(ending)
+            if stage_ms >= best[0]:
+                continue
+            total = stage_ms + self._solve(state & ~ending, memo)
+            if total < best[0]:
+                best = (total, ending, [list(_bits(ending))], True)
         memo[state] = best
         return best[0]
+
+    def _merge_endings(self, state: int) -> list[int]:
+        """IOS's merge stages: every set of two or more of ``state``'s sinks that are convolutions
+        of one merge key (one input, stride, output size and epilogue)."""
+        by_key: dict[tuple, list[int]] = {}
+        for j in _bits(state):
+            key = self.merge_keys.get(self.block[j])
+            if key is not None and not self.succs[j] & state:
+                by_key.setdefault(key, []).append(j)
+        out = []
+        for members in by_key.values():
+            members = members[:MAX_MERGE_WIDTH]
+            for subset in range(1, 1 << len(members)):
+                if subset.bit_count() >= 2:
+                    out.append(sum(1 << members[i] for i in _bits(subset)))
+        return out
+
+    def _merge_time(self, ending: int) -> float:
+        """The merged convolution's time, run alone (the host ahead, as a one-group stage)."""
+        positions = tuple(p for j in _bits(ending) for p in self.units[self.block[j]])
+        hit = self.merge_cache.get(positions)
+        if hit is None:
+            assert self.merge_ms is not None
+            hit = self.merge_cache[positions] = self.merge_ms(positions)
+        return hit
 
     def _endings(self, state: int) -> list[int]:
         """Every non-empty S within ``state`` with no edge from S to state \\ S, |S| <= r*s."""
