@@ -168,3 +168,21 @@ def test_merge_needs_ios_executor():
             "ios",
             ScheduleContext(options={"merge": "yes", "executor": "synchronized"}),
         )
+
+
+def test_merging_is_never_slower_than_the_parallel_only_search():
+    """A merge search has more units (each mergeable convolution alone), so a small budget halves
+    its blocks sooner; the parallel-only schedule is kept when it is faster."""
+    from helpers.models import graph_of
+
+    graph = fuse(graph_of("squeezenet", 1), IOS_KERNELS).graph
+    model = AnalyticCostModel("v100")
+    for budget in (20, 60_000):
+        times = {}
+        for merge in (False, True):
+            opts = IosOptions(executor="synchronized", sync_ms=0.005, merge=merge, block_budget=budget)
+            sched = schedule_ios(graph, ScheduleContext(cost=model, options=opts))
+            verify_schedule(graph, sched)
+            times[merge] = sched.meta["predicted_ms"]
+        assert times[True] <= times[False] + 1e-12
+    assert times[True] < times[False]  # searched whole, SqueezeNet's expand pairs merge

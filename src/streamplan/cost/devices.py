@@ -94,8 +94,8 @@ class GpuConstants:
     graph_launch_ms: float = 0.0035
     graph_node_ms: float = 0.001
     graph_edge_ms: float = 0.001
-    latency_error: float | None = 0.14
-    speedup_error: float | None = 0.20
+    latency_error: float | None = 0.17
+    speedup_error: float | None = 0.22
 
     def apply(self, spec: DeviceProfile) -> DeviceProfile:
         """``spec`` (a GPU's spec-sheet figures) with these constants."""

@@ -75,6 +75,9 @@ class IosOptions:
     convolution (``schedule.ios_merge``). The schedule returned runs a merged stage's
     convolutions one after another on one stream (streamplan has no merged kernel);
     ``meta["merged"]`` lists them, and ``meta["predicted_ms"]`` is IOS's executor's time.
+    The parallel-only search runs too, and its schedule is kept when it is faster (the
+    merge search makes every mergeable convolution a unit of its own, so under a small
+    ``block_budget`` its blocks are halved sooner).
     """
 
     r: int = 3
@@ -127,40 +130,36 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
     schedule returned still runs on streamplan's runtime, with events as barriers.
     """
     opts = ctx.options_as(IosOptions)
-    r, s, block_ops = opts.r, opts.s, opts.block_ops
+    r, s = opts.r, opts.s
     max_streams = ctx.max_streams
     t0 = time.perf_counter()
     model = ctx.cost
     ids = graph.node_ids
     costs = op_costs(graph, ids, model)
     groups_cap = max(1, min(s, max_streams))
-    merge_of = mergeable(graph) if opts.merge else {}
-    units = chain_units(graph, alone=frozenset(merge_of))
-    blocks = split_blocks(units, graph, block_ops)
-    stages: list[list[list[int]]] = []
     synchronized = opts.executor == "synchronized"
-    search = BlockSearch(
-        graph,
-        costs,
-        units,
-        r=max(1, r),
-        s=groups_cap,
-        supply=model.device_facts.supply,
-        budget=opts.block_budget,
-        sync_ms=opts.sync_ms if synchronized else None,
-        merge_keys={
-            u: merge_of[ops[0]] for u, ops in enumerate(units) if len(ops) == 1 and ops[0] in merge_of
-        },
-        merge_ms=lambda positions: merged_facts(graph, positions, model).time_ms[0],
-    )
     deadline = t0 + SEARCH_SHARE * ctx.time_limit_s
-    for k, block in enumerate(blocks):
-        ctx.progress("ios search (blocks)", k, len(blocks))
-        # each block may take its share of the time left; one that would take longer is halved
-        search.timed = False
-        stages.extend(search.run(block, max(0.0, deadline - time.perf_counter()) / (len(blocks) - k)))
-        search.timed_out += search.timed
-    ctx.progress("ios search (blocks)", len(blocks), len(blocks))
+    stages, search, units, blocks = _search(graph, costs, model, opts, ctx, groups_cap, deadline, merge=False)
+    if opts.merge:
+        # Searched whole, merging only adds choices; but a merge search has more units (every
+        # convolution that may merge is one), so its blocks are halved sooner. Keep the
+        # parallel-only schedule when it is faster, as IOS-Both is never slower than IOS-Parallel.
+        merge = _search(graph, costs, model, opts, ctx, groups_cap, deadline, merge=True)
+        supply = model.device_facts.supply
+        kernels = {frozenset(m): merged_facts(graph, m, model) for m in merge[1].merged}
+        with_merge = synchronized_ms(graph, merge[0], costs, supply, opts.sync_ms, kernels)
+        without = synchronized_ms(graph, stages, costs, supply, opts.sync_ms)
+        other = merge[1]
+        totals = (
+            search.halved + other.halved,
+            search.timed_out + other.timed_out,
+            search.truncated + other.truncated,
+        )
+        if with_merge < without:
+            stages, search, units, blocks = merge
+        else:
+            search.merged = []
+        search.halved, search.timed_out, search.truncated = totals
     schedule = _to_schedule(graph, stages, max_streams)
     one_stream = StreamSchedule(ids, {op: 0 for op in ids}, (), "ios")
     if synchronized:  # timed as IOS's executor runs the stages, barriers and all
@@ -203,6 +202,47 @@ def schedule_ios(graph: Graph, ctx: ScheduleContext = DEFAULT_CONTEXT) -> Stream
         "search_time_s": time.perf_counter() - t0,
     }
     return schedule.replace(meta=meta)
+
+
+def _search(
+    graph: Graph,
+    costs: OpCosts,
+    model: Any,
+    opts: IosOptions,
+    ctx: ScheduleContext,
+    groups_cap: int,
+    deadline: float,
+    *,
+    merge: bool,
+) -> tuple[list[list[list[int]]], BlockSearch, list[list[int]], list[list[int]]]:
+    """Stages of every block (graph positions), the search (its counters), the units and blocks."""
+    merge_of = mergeable(graph) if merge else {}
+    units = chain_units(graph, alone=frozenset(merge_of))
+    blocks = split_blocks(units, graph, opts.block_ops)
+    search = BlockSearch(
+        graph,
+        costs,
+        units,
+        r=max(1, opts.r),
+        s=groups_cap,
+        supply=model.device_facts.supply,
+        budget=opts.block_budget,
+        sync_ms=opts.sync_ms if opts.executor == "synchronized" else None,
+        merge_keys={
+            u: merge_of[ops[0]] for u, ops in enumerate(units) if len(ops) == 1 and ops[0] in merge_of
+        },
+        merge_ms=lambda positions: merged_facts(graph, positions, model).time_ms[0],
+    )
+    stages: list[list[list[int]]] = []
+    label = "ios search with merge (blocks)" if merge else "ios search (blocks)"
+    for k, block in enumerate(blocks):
+        ctx.progress(label, k, len(blocks))
+        # each block may take its share of the time left; one that would take longer is halved
+        search.timed = False
+        stages.extend(search.run(block, max(0.0, deadline - time.perf_counter()) / (len(blocks) - k)))
+        search.timed_out += search.timed
+    ctx.progress(label, len(blocks), len(blocks))
+    return stages, search, units, blocks
 
 
 def chain_units(graph: Graph, alone: frozenset[int] = frozenset()) -> list[list[int]]:
