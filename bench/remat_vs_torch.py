@@ -44,7 +44,7 @@ SEQ = 32
 
 def _problem(name: str, batch: int, small_images: bool):
     if ".py:" in name:
-        from streamplan.models import training_problem_of
+        from streamplan.training_models import training_problem_of
 
         return training_problem_of(name, batch=batch)[0]
     from streamplan.zoo.training import training_problem

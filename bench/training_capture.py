@@ -22,8 +22,8 @@ import torch
 from streamplan.frontends.torch_capture import capture
 from streamplan.frontends.training import TrainingProblem, capture_training
 from streamplan.memory.report import analyze_memory
-from streamplan.models import training_problem_of
 from streamplan.schedule import make_schedule
+from streamplan.training_models import training_problem_of
 from streamplan.zoo.random_train import random_training_dag
 
 MODELS = ["inception_v3", "resnet50", "randwire", "nasnet_a", "bert_base", "gpt2"]

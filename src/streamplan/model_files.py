@@ -1,6 +1,7 @@
 """Model specs that are Python files, ``path/to/file.py:function``: importing the file as
 Python runs a script (its directory on ``sys.path``, what it prints on stderr), calling the
-function, checking what it returns, and its example inputs at another batch size.
+function, checking what it returns, and its example inputs at another batch size or dtype;
+also the name any spec's graph gets (``graph_name``).
 
 ``models`` turns what this returns into graphs (inference captures, training steps).
 """
@@ -136,3 +137,28 @@ def rebatch(inputs: Any, batch: int, *, fake: bool = False) -> Any:
         return x
 
     return fix(inputs)
+
+
+def graph_name(spec: str) -> str:
+    """The name a model spec's graph gets (what reports, generated class names and a saved
+    schedule's record show): a ``file.py:function`` model is named after its function, since
+    one file often holds many models; a model file (``.onnx``, graph ``.json``) after the
+    file; any other spec (a zoo name) is its own name."""
+    if ".py:" in spec:
+        return spec.rpartition(":")[2] or Path(spec.rpartition(":")[0]).stem
+    if spec.endswith((".onnx", ".json")):
+        return Path(spec).stem
+    return spec
+
+
+def cast_floats(x: Any, tdt: Any) -> Any:
+    """Every floating tensor in ``x`` (nested tuples, lists and dicts: ``(args, kwargs)``) cast to ``tdt``."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(tdt) if x.is_floating_point() else x
+    if isinstance(x, (tuple, list)):
+        return type(x)(cast_floats(y, tdt) for y in x)
+    if isinstance(x, dict):
+        return {k: cast_floats(v, tdt) for k, v in x.items()}
+    return x

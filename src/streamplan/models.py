@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -20,7 +19,14 @@ from streamplan.frontends.user_code import (
 )
 from streamplan.ir.graph import Graph
 from streamplan.ir.verify import verify
-from streamplan.model_files import load_user, python_functions_hint, python_path, rebatch
+from streamplan.model_files import (
+    cast_floats,
+    graph_name,
+    load_user,
+    python_functions_hint,
+    python_path,
+    rebatch,
+)
 from streamplan.progress import ProgressFn, no_progress
 
 if TYPE_CHECKING:
@@ -207,18 +213,6 @@ def _is_torch_zoo(spec: str) -> bool:
     return entry is not None and entry.kind == "torch"
 
 
-def graph_name(spec: str) -> str:
-    """The name a model spec's graph gets (what reports, generated class names and a saved
-    schedule's record show): a ``file.py:function`` model is named after its function, since
-    one file often holds many models; a model file (``.onnx``, graph ``.json``) after the
-    file; any other spec (a zoo name) is its own name."""
-    if ".py:" in spec:
-        return spec.rpartition(":")[2] or Path(spec.rpartition(":")[0]).stem
-    if spec.endswith((".onnx", ".json")):
-        return Path(spec).stem
-    return spec
-
-
 def input_files(*specs: str | Path | None) -> tuple[Path, ...]:
     """The files a request reads, which none of its outputs may overwrite: for a
     ``file.py:function`` spec the file and the modules beside it that it imports; for any
@@ -331,7 +325,7 @@ def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | N
         from streamplan.zoo.hub_models import hub_model
 
         module, inputs, name = hub_model(spec, batch=batch, device="meta", attention=attention)
-        return _with_batch(_capture(module, inputs, name=name, dtype=dtype), batch or 1)
+        return with_batch(_capture(module, inputs, name=name, dtype=dtype), batch or 1)
     if spec.startswith("random:"):
         from streamplan.zoo.random_dag import parse_spec, random_dag
 
@@ -350,7 +344,7 @@ def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | N
             raise ModelSpecError(f"graph file {spec!r} does not exist")
         return _of_dtype(verify(load(spec)), dtype, spec)
     if ".py:" in spec:
-        return _with_batch(_load_python_spec(spec, batch=batch, dtype=dtype), batch)
+        return with_batch(_load_python_spec(spec, batch=batch, dtype=dtype), batch)
     if spec.endswith(".onnx"):
         from streamplan.frontends.onnx_import import load_onnx
 
@@ -370,7 +364,7 @@ def _load(spec: str, *, batch: int | None, dtype: str | None, attention: str | N
     # inputs are built small and given to the capture as fakes of the batch asked for: a capture
     # computes nothing, and a large batch must not allocate its real inputs
     module, inputs = entry.load_factory()(1)
-    return _with_batch(_capture(module, rebatch(inputs, target, fake=True), name=spec, dtype=dtype), target)
+    return with_batch(_capture(module, rebatch(inputs, target, fake=True), name=spec, dtype=dtype), target)
 
 
 def _of_dtype(graph: Graph, dtype: str | None, spec: str) -> Graph:
@@ -391,7 +385,7 @@ def _out_of_host_memory(e: BaseException) -> bool:
     return isinstance(e, MemoryError) or "can't allocate memory" in text or "DefaultCPUAllocator" in text
 
 
-def _with_batch(graph: Graph, batch: int | None) -> Graph:
+def with_batch(graph: Graph, batch: int | None) -> Graph:
     """Record the batch a graph was built at (None: the example inputs' own)."""
     if batch is None or graph.meta.get("batch") == batch:
         return graph
@@ -429,98 +423,13 @@ def _load_training(
                 hint=f"ask for the {step.optimizer!r} update, or export the step again",
             )
         return graph
-    from streamplan.zoo.hub import is_hub_spec
+    from streamplan.training_models import capture_training_step
 
-    if ".py:" not in spec and not is_hub_spec(spec):
-        from streamplan.zoo.registry import get_model
-
-        if get_model(spec).kind != "torch":  # before importing torch: this costs nothing to refuse
-            raise ModelSpecError(
-                f"{spec} is a bare graph with no parameters: there is nothing to train",
-                hint="train a zoo network (streamplan zoo), a file.py:function model, or random:N",
-            )
-    from streamplan.frontends.training import capture_training
-
-    user_file = ".py:" in spec
-    with directory_on_path(python_path(spec).parent) if user_file else contextlib.nullcontext():
-        problem, name = training_problem_of(spec, batch=batch, device="meta", attention=attention)
-        master_dtype = None
-        if precision is not None:  # mixed precision: the model in bf16/fp16, fp32 master weights and state
-            from streamplan.frontends.precision import PRECISIONS
-
-            dtype, master_dtype = PRECISIONS[precision]
-        if dtype is not None and dtype != "float32":
-            problem = _cast_problem(problem, dtype)
-        if batch is None and is_hub_spec(spec):
-            batch = 1
-        elif batch is None and not user_file:  # a zoo model's step is built at its default batch
-            from streamplan.zoo.registry import get_model
-
-            batch = get_model(spec).default_batch
-        with (
-            running_user_code(f"{name}'s model, while traced,", spec)
-            if user_file
-            else contextlib.nullcontext()
-        ):
-            graph = capture_training(problem, optimizer=optimizer, name=name, master_dtype=master_dtype)
-    # recorded as for inference: JSON reports it, and a saved schedule's fingerprint names it
-    return _with_batch(graph, batch)
-
-
-def training_problem_of(
-    spec: str, *, batch: int | None = None, device: str = "cpu", attention: str | None = None
-) -> tuple[Any, str]:
-    """``(TrainingProblem, name)`` of a zoo model, a ``file.py:function`` or a hub spec (a hub
-    model is built on ``device``: ``meta`` to capture it at full size, ``cpu`` to run it)."""
-    from streamplan.frontends.training import TrainingProblem
-    from streamplan.zoo.hub import is_hub_spec
-
-    if is_hub_spec(spec):
-        from streamplan.zoo.hub_models import hub_training_problem
-
-        return hub_training_problem(spec, batch=batch, device=device, attention=attention)
-    if ".py:" in spec:
-        module, inputs, loss_fn, targets = load_user(spec, batch=batch, with_targets=True)
-        return TrainingProblem(
-            module, inputs, loss_fn, targets, loss_name=f"{spec.rpartition(':')[2]}'s loss function"
-        ), graph_name(spec)
-    from streamplan.zoo.registry import get_model
-    from streamplan.zoo.training import training_problem
-
-    entry = get_model(spec)
-    if entry.requires and importlib.util.find_spec(entry.requires) is None:
-        raise ModelSpecError(
-            f"model {spec!r} needs the optional package {entry.requires!r}",
-            hint=f"pip install {entry.requires}  (or: pip install 'streamplan[{entry.requires}]')",
-        )
-    return training_problem(spec, batch), spec
-
-
-def _cast_problem(problem: Any, dtype: str) -> Any:
-    import dataclasses
-
-    import torch
-
-    tdt = getattr(torch, dtype)
-    return dataclasses.replace(
-        problem,
-        module=problem.module.to(tdt),
-        inputs=_cast_floats(problem.inputs, tdt),
-        targets=_cast_floats(problem.targets, tdt),
+    graph, batch = capture_training_step(
+        spec, batch=batch, dtype=dtype, optimizer=optimizer, precision=precision, attention=attention
     )
-
-
-def _cast_floats(x: Any, tdt: Any) -> Any:
-    """Every floating tensor in ``x`` (nested tuples, lists and dicts: ``(args, kwargs)``) cast to ``tdt``."""
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x.to(tdt) if x.is_floating_point() else x
-    if isinstance(x, (tuple, list)):
-        return type(x)(_cast_floats(y, tdt) for y in x)
-    if isinstance(x, dict):
-        return {k: _cast_floats(v, tdt) for k, v in x.items()}
-    return x
+    # recorded as for inference: JSON reports it, and a saved schedule's fingerprint names it
+    return with_batch(graph, batch)
 
 
 def _load_python_spec(spec: str, *, batch: int | None, dtype: str | None) -> Graph:
@@ -538,5 +447,5 @@ def _capture(module: Any, inputs: Any, *, name: str, dtype: str | None) -> Graph
     if dtype is not None and dtype != "float32":
         tdt = getattr(torch, dtype)
         module = module.to(tdt)
-        inputs = _cast_floats(inputs if isinstance(inputs, (tuple, list)) else (inputs,), tdt)
+        inputs = cast_floats(inputs if isinstance(inputs, (tuple, list)) else (inputs,), tdt)
     return capture(module, inputs, name=name)

@@ -16,7 +16,7 @@ LAYERS = [
     {"errors", "progress", "files", "units"},
     {"ir"},
     {"cost", "frontends"},
-    {"zoo", "models", "model_files", "cache", "parallel"},
+    {"zoo", "models", "model_files", "training_models", "cache", "parallel"},
     {"schedule"},
     {"fusion"},
     {"memory"},

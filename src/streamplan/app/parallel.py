@@ -30,8 +30,8 @@ def run_parallel(
     ``batch`` is each rank's batch (default: the model's own example batch)."""
     import torch
 
-    from streamplan.models import training_problem_of
     from streamplan.runtime.distributed import run_ranks
+    from streamplan.training_models import training_problem_of
 
     plan = ParallelPlan.parse(plan)
     if spec.startswith("random") or spec.endswith(".json"):

@@ -211,7 +211,8 @@ def prepare_training(
     graph's own ops run in graph order from the same starting tensors.
     """
     from streamplan.frontends.training import TrainingProblem, capture_training
-    from streamplan.models import load_model, training_problem_of
+    from streamplan.models import load_model
+    from streamplan.training_models import training_problem_of
 
     problem = None
     if isinstance(model, TrainingProblem):
