@@ -1,9 +1,12 @@
 """CPU leave-one-model-out: calibrate on micro-benchmarks, predict models the calibration never ran.
 
     OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 /work/venvs/zoo/bin/python bench/cpu_lomo.py \\
-        [--rounds 3] [--models ...] [--timm ...] [--policies sequential nimble] [--out cpu_lomo.json]
+        [--rounds 3] [--models ...] [--timm ...] [--graphs saved.json ...]
+        [--policies sequential nimble] [--out cpu_lomo.json]
 
-(timm models need a Python where timm imports; the zoo models run anywhere.)
+(timm models need a Python where timm imports; the zoo models run anywhere. ``--save-timm DIR``
+writes the timm models' captured graphs there, and ``--graphs DIR/*.json`` runs saved graphs in
+another Python: the timm models captured where timm imports, measured with the CPU wheel.)
 
 Each round runs ``calibrate --on cpu`` (the full micro-benchmarks: op kinds at many
 sizes, overheads, events, co-running streams; never a model), then, for every model,
@@ -89,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=f"timm models (alone, or by default when timm imports: {TIMM})",
     )
+    ap.add_argument("--graphs", nargs="*", default=[], help="saved graphs (JSON) to run as models too")
+    ap.add_argument(
+        "--save-timm", type=Path, default=None, help="write the timm models' graphs here and stop"
+    )
     ap.add_argument("--policies", nargs="*", default=list(POLICIES))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-streams", type=int, default=4)
@@ -96,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="cpu_lomo.json")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    graphs = {m: load_model(m, batch=1) for m in a.models}
+    graphs = {} if a.save_timm is not None else {m: load_model(m, batch=1) for m in a.models}
     names = a.timm
     if names == []:  # --timm alone: the default timm models (timm must import)
         names = list(TIMM)
@@ -109,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
             names = []
     for n in names:
         graphs[f"timm:{n}"] = timm_graph(n)
+    if a.save_timm is not None:
+        from streamplan.ir.serialize import save
+
+        a.save_timm.mkdir(parents=True, exist_ok=True)
+        for n in names:
+            save(graphs[f"timm:{n}"], a.save_timm / f"{n}.json")
+        print(f"{len(names)} timm graphs written to {a.save_timm}")
+        return 0
+    for path in a.graphs:
+        graph = load_model(path)
+        graphs[graph.name] = graph
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     for rnd in range(a.rounds):
