@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                 }
         for (name, policy), m in measured.items():
             predicted = simulate(m["graph"], m["schedule"], AnalyticCostModel(profile)).makespan_ms
+            # the same profile without the lock's interference: that term's share, on the same runs
+            unlocked = no_lock_interference(profile)
+            predicted_no_lock = simulate(m["graph"], m["schedule"], AnalyticCostModel(unlocked)).makespan_ms
             others = [
                 (v["graph"], v["schedule"], v["ms"])
                 for (n2, p2), v in measured.items()
@@ -175,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 "canary_drift": m["drift"],
                 "predicted_ms": predicted,
                 "error": predicted / m["ms"] - 1,
+                "no_lock_interference_error": predicted_no_lock / m["ms"] - 1,
                 "refined_ms": refined_ms,
                 "refined_error": refined_ms / m["ms"] - 1,
                 "drift_corrected_error": predicted * (1 + m["drift"]) / m["ms"] - 1,
@@ -195,6 +199,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def no_lock_interference(profile):  # noqa: ANN001, ANN201
+    """``profile`` with its contention's ``lock_interference`` set to 0 (the model before that term)."""
+    import dataclasses
+
+    cal = profile.calibration
+    supply = dataclasses.replace(cal.contention, lock_interference=0.0)
+    return profile.replace(calibration=dataclasses.replace(cal, contention=supply))
+
+
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind, pick in (("sequential", lambda r: r["policy"] == "sequential"),
@@ -208,6 +221,10 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         med = [statistics.median(abs(x["error"]) for x in v) for v in per_row.values()]
         med_ref = [statistics.median(abs(x["refined_error"]) for x in v) for v in per_row.values()]
         med_drift = [statistics.median(abs(x["drift_corrected_error"]) for x in v) for v in per_row.values()]
+        med_unlocked = [
+            statistics.median(abs(x.get("no_lock_interference_error", x["error"])) for x in v)
+            for v in per_row.values()
+        ]
         out[kind] = {
             "rows": len(per_row),
             "mean_abs_error": statistics.fmean(med),
@@ -215,6 +232,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_abs_error_refined": statistics.fmean(med_ref),
             "max_abs_error_refined": max(med_ref),
             "mean_abs_error_drift_corrected": statistics.fmean(med_drift),
+            "mean_abs_error_no_lock_interference": statistics.fmean(med_unlocked),
+            "max_abs_error_no_lock_interference": max(med_unlocked),
         }
     return out
 
@@ -239,7 +258,9 @@ def _print_summary(rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
             f"{kind}: {s['rows']} rows, mean |error| {100 * s['mean_abs_error']:.1f}% (max "
             f"{100 * s['max_abs_error']:.1f}%); LOMO-refined {100 * s['mean_abs_error_refined']:.1f}% "
             f"(max {100 * s['max_abs_error_refined']:.1f}%); drift-corrected "
-            f"{100 * s['mean_abs_error_drift_corrected']:.1f}%"
+            f"{100 * s['mean_abs_error_drift_corrected']:.1f}%; without the lock's interference "
+            f"{100 * s['mean_abs_error_no_lock_interference']:.1f}% (max "
+            f"{100 * s['max_abs_error_no_lock_interference']:.1f}%)"
         )
 
 

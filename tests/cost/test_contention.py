@@ -57,6 +57,51 @@ def test_the_lock_serialises_interpreter_bound_ops():
     assert corun_rates([tiny, tiny], Supply()) == pytest.approx([0.5, 0.5])
 
 
+def test_lock_interference_slows_the_interpreter_part_of_ops_whose_co_runners_hold_the_lock():
+    small, big = Demand(sm=0.5, lock=0.4), Demand(sm=0.5, lock=0.01)
+    supply = Supply(sm=2.0, lock_interference=3.0)
+    rs, rb = corun_rates([small, small], supply)
+    assert rs == rb == pytest.approx(1 / (1 + 3.0 * 0.4 * 0.4))  # each slowed by the other's lock share
+    r_small, r_big = corun_rates([small, big], supply)
+    assert r_small == pytest.approx(1 / (1 + 3.0 * 0.01 * 0.4))  # a kernel-bound co-runner barely slows it
+    assert r_big == pytest.approx(1 / (1 + 3.0 * 0.4 * 0.01))  # nor is it slowed: little interpreter work
+    assert corun_rates([small], supply) == [1.0]  # alone: as measured alone
+    s = Supply(interference=0.1, lock_interference=4.5)
+    assert Supply.from_dict(s.to_dict()) == s and not s.is_perfect_sharing
+    assert Supply.from_dict({"sm": 1.0}).lock_interference == 0.0  # profiles written before it
+    with pytest.raises(ValueError, match="lock_interference"):
+        Supply.from_dict({"lock_interference": -1})
+
+
+def test_lock_interference_can_make_small_ops_slower_on_two_streams_than_on_one():
+    g = dag({2: [0], 3: [1]}, 4)  # two chains: n0 -> n2, n1 -> n3
+    one = StreamSchedule(g.node_ids, {n: 0 for n in g.node_ids})
+    two = StreamSchedule(g.node_ids, {"n0": 0, "n2": 0, "n1": 1, "n3": 1})
+
+    class _Small(FakeCostModel):
+        def __init__(self, supply):
+            super().__init__(1.0, occupancy=0.5)
+            self.supply = supply
+
+        @property
+        def device_facts(self):
+            return DeviceFacts(supply=self.supply)
+
+        def demand(self, graph, node):
+            return Demand(sm=0.5, lock=0.8)
+
+    calm, contended = (
+        _Small(Supply(sm=1.0, lock=2.0)),
+        _Small(Supply(sm=1.0, lock=2.0, lock_interference=2.0)),
+    )
+    assert simulate(g, two, calm).makespan_ms == pytest.approx(2.0)  # two cores, no hand-off cost
+    assert (
+        simulate(g, two, contended).makespan_ms
+        > simulate(g, one, contended).makespan_ms
+        == pytest.approx(4.0)
+    )
+
+
 class _Bandwidth(FakeCostModel):
     """A fake whose ops each draw a given share of the DRAM bandwidth, on a device with a supply."""
 

@@ -33,7 +33,13 @@ progresses, relative to running alone:
    the SMs, so blocks of kernels that each fill part of the device still land on the
    same SMs and compete for their issue slots, registers, shared memory and L1 (a
    fraction ``y`` of an op's blocks shares an SM with a co-runner's, at most all of
-   them); the slot sharing of step 1 only counts what does not fit at all.
+   them); the slot sharing of step 1 only counts what does not fit at all;
+5. and by ``1 + lock_interference x L x lock``, ``L`` the lock demand of the *other*
+   running ops and ``lock`` the op's own: on the CPU runtime, streams whose ops are
+   mostly interpreter work cost each other more than the lock's share (threads hand
+   the lock over and switch on few cores), which slows the interpreter part of an op
+   (its ``lock`` share of its time), not its kernel: many small ops on several streams
+   can run slower than on one, as measured, while large ops are not touched.
 
 An op running alone runs at full speed unless it asks for more than the device
 offers; with no bandwidth demand, no lock and no interference this is processor
@@ -72,11 +78,12 @@ class Supply:
     interference: float = 0.0
     link: float = 1.0
     sm_interference: float = 0.0  # slowdown per co-running SM share (module doc, step 4)
+    lock_interference: float = 0.0  # slowdown of the interpreter work per co-running lock share (step 5)
 
     @property
     def is_perfect_sharing(self) -> bool:
         """True when only SM slots are shared (no bandwidth, lock or interference effects)."""
-        return self.interference == 0.0 and self.sm_interference == 0.0
+        return self.interference == 0.0 and self.sm_interference == 0.0 and self.lock_interference == 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {
@@ -86,6 +93,7 @@ class Supply:
             "interference": self.interference,
             "link": self.link,
             "sm_interference": self.sm_interference,
+            "lock_interference": self.lock_interference,
         }
 
     @staticmethod
@@ -97,11 +105,14 @@ class Supply:
             float(d.get("interference", 0.0)),
             float(d.get("link", 1.0)),
             float(d.get("sm_interference", 0.0)),
+            float(d.get("lock_interference", 0.0)),
         )
         if not all(math.isfinite(x) and x > 0 for x in (s.sm, s.dram, s.lock, s.link)):
             raise ValueError("contention capacities (sm, dram, lock, link) must be > 0")
-        if not all(math.isfinite(x) and x >= 0 for x in (s.interference, s.sm_interference)):
-            raise ValueError("contention interference and sm_interference must be >= 0")
+        if not all(
+            math.isfinite(x) and x >= 0 for x in (s.interference, s.sm_interference, s.lock_interference)
+        ):
+            raise ValueError("contention interference, sm_interference and lock_interference must be >= 0")
         return s
 
 
@@ -139,10 +150,16 @@ def corun_rates(demands: Sequence[Demand], supply: Supply) -> list[float]:
         for i, g in enumerate(fair_shares(asked, getattr(supply, resource))):
             if asked[i] > 0:
                 rates[i] = min(rates[i], g / asked[i])
-    if (supply.interference or supply.sm_interference) and n > 1:
+    if (supply.interference or supply.sm_interference or supply.lock_interference) and n > 1:
         total_dram = sum(d.dram for d in demands)
         total_sm = sum(d.sm for d in demands)
+        total_lock = sum(d.lock for d in demands)
         for i, d in enumerate(demands):
             others_sm = min(1.0, total_sm - d.sm) if d.sm > 0 else 0.0
-            rates[i] /= 1.0 + supply.interference * (total_dram - d.dram) + supply.sm_interference * others_sm
+            rates[i] /= (
+                1.0
+                + supply.interference * (total_dram - d.dram)
+                + supply.sm_interference * others_sm
+                + supply.lock_interference * (total_lock - d.lock) * d.lock
+            )
     return rates

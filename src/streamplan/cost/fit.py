@@ -15,7 +15,8 @@
    inside a CUDA graph), by bisection until the simulator reproduces the measured
    ping-pong chain;
 4. contention (``Supply``: the share of cores or SMs and of bandwidth concurrent ops
-   get, and how much co-runners' memory traffic slows them), by minimising the
+   get, how much co-runners' memory traffic slows them and, on the CPU, how much their
+   interpreter work slows each other's: ``lock_interference``), by minimising the
    error of the simulated *speedups* of the co-run cases over their one-stream runs
    (speedups, so that errors of the op curves do not leak into the contention
    constants);
@@ -262,7 +263,8 @@ def _fit_events(profile: DeviceProfile, m: DeviceMeasurements, sources: dict[str
 
 
 def _fit_contention(profile: DeviceProfile, m: DeviceMeasurements, sources: dict[str, str]) -> DeviceProfile:
-    """Minimise the squared log error of the co-run speedups over (SM share, bandwidth, interference)."""
+    """Minimise the squared log error of the co-run speedups over (SM share, bandwidth, interference,
+    and on the CPU the lock's interference)."""
     pairs = [(r, m.run(r.pair)) for r in m.runs if r.purpose == "contention" and r.pair and m.run(r.pair)]
     if not pairs:
         return profile
@@ -272,8 +274,10 @@ def _fit_contention(profile: DeviceProfile, m: DeviceMeasurements, sources: dict
 
     def with_supply(x) -> DeviceProfile:  # noqa: ANN001
         sm, dram, beta = _bounded(x, min_sm=1.0 / m.cores if cpu else 1.0)
+        # the lock's hand-offs (module doc of cost.contention, step 5): only where ops hold a lock
+        lock_beta = math.exp(min(x[3], 5.0)) if cpu else 0.0
         cal = profile.calibration
-        supply = Supply(sm=sm, dram=dram, lock=1.0, interference=beta)
+        supply = Supply(sm=sm, dram=dram, lock=1.0, interference=beta, lock_interference=lock_beta)
         return profile.replace(calibration=_with(cal, contention=supply))
 
     def loss(x) -> float:  # noqa: ANN001
@@ -287,12 +291,12 @@ def _fit_contention(profile: DeviceProfile, m: DeviceMeasurements, sources: dict
 
     best = min(
         (minimize(loss, x0, method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-6, "maxiter": 300})
-         for x0 in ([0.0, 0.0, -2.0], [1.0, 1.0, -4.0])),
+         for x0 in ([0.0, 0.0, -2.0, -2.0], [1.0, 1.0, -4.0, 0.0])),
         key=lambda r: r.fun,
     )  # fmt: skip
     sources["contention"] = (
-        f"fitted to the speedups of {len(pairs)} co-run cases (compute- and memory-bound chains on "
-        "several streams against one stream)"
+        f"fitted to the speedups of {len(pairs)} co-run cases (compute- and memory-bound chains, and "
+        "on the CPU chains of small ops, on several streams against one stream)"
     )
     return with_supply(best.x)
 
@@ -305,10 +309,15 @@ def _bounded(x, *, min_sm: float) -> tuple[float, float, float]:  # noqa: ANN001
     it stays 1 (``min_sm`` = 1). The bandwidth lies in [1, 4] units of the best
     bandwidth one op achieved (the device offers at least that). Interference >= 0.
     """
-    sm = min_sm + (1.0 - min_sm) / (1.0 + math.exp(-x[0]))
-    dram = 4.0 ** (1.0 / (1.0 + math.exp(-x[1])))
+    sm = min_sm + (1.0 - min_sm) * _sigmoid(x[0])
+    dram = 4.0 ** _sigmoid(x[1])
     beta = math.exp(min(x[2], 5.0))
     return sm, dram, beta
+
+
+def _sigmoid(v: float) -> float:
+    """1 / (1 + e^-v), for any v the optimiser may wander to (no overflow)."""
+    return 1.0 / (1.0 + math.exp(-min(max(v, -50.0), 50.0)))
 
 
 def _with(cal: Calibration, **changes: Any) -> Calibration:

@@ -12,9 +12,9 @@
 - ``chain_graph``: a chain of ``n`` tiny ops (one element each): per-op overheads.
 - ``pingpong_schedule``: the same chain on two streams, each op waiting for the one
   before it on the other stream: the cost of a cross-stream wait.
-- ``corun_cases``: ``k`` independent chains of compute-bound (convolution) or
-  memory-bound (large elementwise) ops, run on one stream and on ``k`` streams: how
-  much concurrent ops slow each other.
+- ``corun_cases``: ``k`` independent chains of compute-bound (convolution),
+  memory-bound (large elementwise) or, on the CPU, small (mostly interpreter work)
+  ops, run on one stream and on ``k`` streams: how much concurrent ops slow each other.
 
 Sizes depend on the target: a GPU gets larger problems (a batch of 8 and bigger
 matrices) so that its kernels last long enough to time. ``quick`` keeps a few sizes
@@ -323,6 +323,9 @@ def pingpong_schedule(graph: Graph) -> StreamSchedule:
     return with_derived_waits(graph, ids, {op: i % 2 for i, op in enumerate(ids)}, "pingpong")
 
 
+SMALL_C, SMALL_HW = 16, 14  # a convolution of tens of microseconds on a CPU core: mostly interpreter work
+
+
 @dataclass(frozen=True)
 class CorunCase:
     """``k`` independent chains of one kind of op: run on one stream and on ``k`` streams."""
@@ -347,7 +350,9 @@ class CorunCase:
 
 
 def corun_cases(target: str = "cpu", *, quick: bool = False) -> tuple[CorunCase, ...]:
-    """Compute-bound and memory-bound chains side by side, and one of each together."""
+    """Compute-bound and memory-bound chains side by side, and one of each together; on the CPU
+    also chains of small convolutions, mostly interpreter work (what the lock costs when several
+    streams' threads want it)."""
     gpu = target.startswith("cuda")
     length = 4 if quick else 8
     conv_c, conv_hw = (128, 28) if not gpu else (256, 28)
@@ -358,9 +363,13 @@ def corun_cases(target: str = "cpu", *, quick: bool = False) -> tuple[CorunCase,
         "memory": ["memory", "memory"],
         "mixed": ["compute", "memory"],
     }
+    if not gpu:
+        kinds["small"] = ["small", "small"]
     if not quick:
         kinds["compute x4"] = ["compute"] * 4
         kinds["memory x4"] = ["memory"] * 4
+        if not gpu:
+            kinds["small x4"] = ["small"] * 4
     for name, chains in kinds.items():
         b = GraphBuilder(f"calibrate-corun-{name}")
         outs = []
@@ -369,6 +378,10 @@ def corun_cases(target: str = "cpu", *, quick: bool = False) -> tuple[CorunCase,
                 x = b.input(f"x{c}", (8 if gpu else 1, conv_c, conv_hw, conv_hw))
                 for i in range(length):
                     x = b.conv2d(x, conv_c, 3, padding=1, name=f"c{c}_conv{i}")
+            elif kind == "small":
+                x = b.input(f"x{c}", (1, SMALL_C, SMALL_HW, SMALL_HW))
+                for i in range(length):
+                    x = b.conv2d(x, SMALL_C, 3, padding=1, name=f"c{c}_small{i}")
             else:
                 x = b.input(f"x{c}", (big,))
                 for i in range(length):
