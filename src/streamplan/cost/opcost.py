@@ -355,7 +355,8 @@ class AnalyticCostModel(CostModel):
             if gemm is not None:
                 return gemm.time_ms(f.flops, f.gemm_mnk, f.winograd)
             return None
-        curve = self._curves.get(f.kind) or self._curves.get(f.family)
+        # an in-place op (``relu_``, ``silu_``, ``add_``) does its out-of-place kind's work
+        curve = self._curves.get(f.kind) or self._curves.get(f.kind.rstrip("_")) or self._curves.get(f.family)
         if curve is None:
             return None
         work = f.flops if curve.unit == "flops" else f.bytes_moved

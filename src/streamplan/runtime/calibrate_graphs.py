@@ -153,6 +153,14 @@ def op_bench_graph(target: str = "cpu", *, quick: bool = False, seed: int = 0) -
         series([lambda n=n, fn=fn: ((n,), fn, None) for n in sizes])
     for fn in (torch.add, torch.mul):
         series([lambda n=n, fn=fn: ((2, n), lambda x: fn(x[0], x[1]), None) for n in sizes])
+    if not quick:
+        # in-place variants (``relu_``, ``silu_``, ``add_``, ``mul_``: models' activations and
+        # residual sums): no output to allocate, the input's cache lines written back
+        inplace = {"relu_": torch.relu_, "silu_": partial(F.silu, inplace=True)}
+        for fn in inplace.values():
+            series([lambda n=n, fn=fn: ((n,), fn, None) for n in sizes])
+        for fn in (torch.Tensor.add_, torch.Tensor.mul_):
+            series([lambda n=n, fn=fn: ((2, n), lambda x: fn(x[0], x[1]), None) for n in sizes])
     images = [_image(n) for n in sizes]
     series([partial(_module_bench, (1, c, hw, hw), partial(nn.BatchNorm2d, c)) for c, hw in images])
     series(
