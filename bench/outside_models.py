@@ -4,7 +4,8 @@ weights, configurations built offline), for trying streamplan on models nobody h
     streamplan run bench/outside_models.py:t5_small --policy sequential --repeat 1 --json
     streamplan run bench/outside_models.py:bart_base_train --train --optimizer adam --json
 
-Needs ``timm`` (the vision models) and ``transformers``; BENCHMARKS.md has what each gave.
+Needs ``timm`` (the vision models), ``transformers`` and ``diffusers``; BENCHMARKS.md has what
+each gave.
 """
 
 from __future__ import annotations
@@ -74,3 +75,39 @@ def bart_base_train():
         use_cache=False,
     )
     return BartForConditionalGeneration(config), _seq2seq_inputs(50000, low=3), _logits_loss
+
+
+def vit_tiny():
+    """A vision transformer: patch embedding, 12 blocks of attention and MLP."""
+    return _timm("vit_tiny_patch16_224", 224)
+
+
+def convnext_atto():
+    """ConvNeXt: 7 x 7 depthwise convolutions, channels-last layer norms, GELU MLPs."""
+    return _timm("convnext_atto", 224)
+
+
+def bert_base():
+    """bert-base's shape (12 layers, hidden 768), 64 tokens."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 30522, (1, 64))
+    return BertModel(BertConfig()).eval(), (ids, torch.ones_like(ids))
+
+
+def gpt2_small():
+    """gpt2's shape (12 layers, hidden 768), 64 tokens, no key-value cache."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(use_cache=False)).eval(), (torch.randint(0, 50257, (1, 64)),)
+
+
+def unet_small():
+    """A diffusers UNet2DModel at 64 x 64: residual blocks, group norms, attention in the middle."""
+    from diffusers import UNet2DModel
+
+    torch.manual_seed(0)
+    model = UNet2DModel(sample_size=64, block_out_channels=(32, 64, 128, 128), layers_per_block=1).eval()
+    return model, (torch.randn(1, 3, 64, 64), torch.tensor([10]))

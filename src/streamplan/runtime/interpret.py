@@ -188,9 +188,14 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def random_tensor(
-    shape: Sequence[int], dtype: str, generator: torch.Generator, *, fan_in_scaled: bool = False
+    shape: Sequence[int],
+    dtype: str,
+    generator: torch.Generator,
+    *,
+    fan_in_scaled: bool = False,
+    int_high: int = 4,
 ) -> torch.Tensor:
-    """A deterministic random tensor of ``shape``/``dtype`` (ints in [0, 4), bools False).
+    """A deterministic random tensor of ``shape``/``dtype`` (ints in [0, ``int_high``), bools False).
 
     ``fan_in_scaled`` divides by sqrt(prod(shape[1:])), as weight initialisers do, so
     that deep random graphs keep finite values.
@@ -206,7 +211,7 @@ def random_tensor(
         return t.to(dt)
     if dt == torch.bool:
         return torch.zeros(tuple(shape), dtype=dt)
-    return torch.randint(0, 4, tuple(shape), generator=generator, dtype=dt)
+    return torch.randint(0, max(1, int_high), tuple(shape), generator=generator, dtype=dt)
 
 
 def leaf_values(graph: Graph) -> list[str]:
@@ -258,13 +263,15 @@ def initial_env(
     gen = torch.Generator().manual_seed(seed)
     constants = graph.meta.get("constant_values", {})
     variances = running_variances(graph)
+    limits = index_limits(graph)
     for vid in leaf_values(graph):
         if vid not in env:
             v = graph.values[vid]
             if vid in constants:
                 env[vid] = torch.tensor(constants[vid], dtype=torch_dtype(v.dtype)).reshape(v.shape)
                 continue
-            env[vid] = random_tensor(v.shape, v.dtype, gen, fan_in_scaled=v.kind != "input")
+            high = min(4, limits.get(vid, 4))
+            env[vid] = random_tensor(v.shape, v.dtype, gen, fan_in_scaled=v.kind != "input", int_high=high)
             if graph.roles.get(vid) == "optimizer_state" or vid in variances:
                 env[vid] = env[vid].abs()
     for vid, t in env.items():
@@ -294,6 +301,74 @@ def running_variances(graph: Graph) -> frozenset[str]:
             if isinstance(ref, Mapping) and isinstance(ref.get("$v"), str):
                 out.add(ref["$v"])
     return frozenset(out)
+
+
+# ops that index a table: (position of the table, of the index, which of the table's dims)
+_INDEXING = {"embedding": (0, 1, 0), "index_select": (0, 2, None), "gather": (0, 2, None)}
+# ops whose output holds only (some of) their first input's elements: an index stays an index
+_SAME_ELEMENTS = frozenset(
+    {"gather", "index_select", "index", "expand", "slice", "view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "clone", "alias",
+     "permute", "transpose", "t", "contiguous", "select", "narrow", "_to_copy", "to", "flatten",
+     "repeat", "expand_copy", "slice_copy", "view_copy", "unsqueeze_copy", "squeeze_copy"}
+)  # fmt: skip
+
+
+def index_limits(graph: Graph) -> dict[str, int]:
+    """value id -> the size of the smallest table some op indexes with it (directly, or through
+    views, slices and copies): an integer buffer such as BERT's ``token_type_ids`` must stay
+    within its embedding's rows when a run makes it up."""
+
+    def ref(args: list[Any], i: int) -> str | None:
+        a = args[i] if i < len(args) else None
+        return a.get("$v") if isinstance(a, Mapping) and isinstance(a.get("$v"), str) else None
+
+    limits: dict[str, int] = {}
+
+    def bound(vid: str | None, size: int) -> bool:
+        if vid is None or size <= 0 or limits.get(vid, size + 1) <= size:
+            return False
+        limits[vid] = size
+        return True
+
+    for n in graph.nodes:
+        args = n.attrs.get("args")
+        if not isinstance(args, list):
+            continue
+        base = _base(n.op)
+        if base in _INDEXING:
+            table_at, index_at, dim = _INDEXING[base]
+            table = ref(args, table_at)
+            if table is None or table not in graph.values:
+                continue
+            if dim is None:
+                d = args[1] if len(args) > 1 and isinstance(args[1], int) else None
+                shape = graph.values[table].shape
+                if d is None or not shape:
+                    continue
+                dim = d % len(shape)
+            shape = graph.values[table].shape
+            if dim < len(shape):
+                bound(ref(args, index_at), int(shape[dim]))
+        elif base == "index" and len(args) > 1 and isinstance(args[1], list):
+            table = ref(args, 0)
+            shape = graph.values[table].shape if table in graph.values else ()
+            for i, idx in enumerate(args[1][: len(shape)]):
+                if isinstance(idx, Mapping) and isinstance(idx.get("$v"), str):
+                    bound(idx["$v"], int(shape[i]))
+    changed = True
+    while changed:  # back through views and copies to the leaves (any node order)
+        changed = False
+        for n in graph.nodes:
+            if _base(n.op) in _SAME_ELEMENTS and n.inputs and n.outputs:
+                out = min((limits[o] for o in n.outputs if o in limits), default=None)
+                if out is not None:
+                    changed |= bound(n.inputs[0], out)
+    return limits
+
+
+def _base(op: str) -> str:
+    parts = op.split(".")
+    return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
 
 
 def written_leaves(graph: Graph) -> list[str]:
