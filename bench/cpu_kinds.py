@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(a.profile) if a.profile else calibrate("cpu").profile
     cost = AnalyticCostModel(profile)
     for name in a.models:
-        g = load_model(name, batch=1)
+        g = load_model(name) if name.endswith(".json") else load_model(name, batch=1)
         schedule = make_schedule(g, "sequential")
         r = run(g, schedule, repeat=a.repeat, warmup=1)
         spans: dict[str, list[float]] = defaultdict(list)

@@ -24,7 +24,12 @@ depends on:
   reductions, copies);
 - each kind belongs to a *family* (``FAMILIES``) whose pooled measurements cost an
   op whose own kind the calibration did not measure (``gelu`` from the pointwise
-  family when only ``relu`` and ``sigmoid`` were timed).
+  family when only ``relu`` and ``sigmoid`` were timed);
+- an attention op also carries its two GEMMs and its score matrix
+  (``OpFeatures.attention``): a calibrated profile costs it as those GEMMs on the
+  ``gemm`` surface plus a softmax over the scores, not by its FLOPs alone (with 8-wide
+  heads and 1,024 tokens, a diffusion UNet's attention, the scores' exponentials cost more
+  than the multiplications: the FLOPs curve put it at a third of its time on the CPU).
 
 The kind of an ordinary op is its ATen base name (``max_pool2d``, ``relu``) except
 for the GEMM and convolution kinds above and for pooling at stride 1
@@ -40,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamplan.ir.dtypes import numel
+from streamplan.ir.dtypes import itemsize, numel
 from streamplan.ir.fused import fused_parts, is_fused, kernel_op
 from streamplan.ir.graph import Graph, Node
 
@@ -83,6 +88,22 @@ class OpFeatures:
     bytes_moved: int
     gemm_mnk: tuple[int, int, int] | None = None  # (M, N, K) of GEMM-like kinds
     winograd: bool = False  # a 3 x 3 stride-1 dense convolution (``winograd_eligible``)
+    attention: AttentionShape | None = None  # an attention op's GEMMs and scores, when its shapes are known
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """Attention as its parts: ``Q Kᵀ`` and ``P V`` (implicit GEMMs, every head's rows stacked in
+    M) and the softmax between them, which reads and writes the score matrix once."""
+
+    qk_mnk: tuple[int, int, int]
+    pv_mnk: tuple[int, int, int]
+    score_bytes: int
+
+    def gemm_flops(self) -> tuple[int, int]:
+        return 2 * self.qk_mnk[0] * self.qk_mnk[1] * self.qk_mnk[2], 2 * self.pv_mnk[0] * self.pv_mnk[
+            1
+        ] * self.pv_mnk[2]
 
     @property
     def work(self) -> float:
@@ -147,7 +168,32 @@ def op_features(graph: Graph, node: Node) -> OpFeatures:
         return OpFeatures(kind, kind, int(node.flops), nbytes, mnk, winograd)
     if family == "pool" and _stride_one(_anchor_node(node)):
         return OpFeatures(f"{base}{STRIDE_ONE}", family, int(node.flops), nbytes)
-    return OpFeatures(base if family != "attention" else "attention", family, int(node.flops), nbytes)
+    if family == "attention":
+        return OpFeatures(
+            "attention", family, int(node.flops), nbytes, attention=_attention_shape(graph, node)
+        )
+    return OpFeatures(base, family, int(node.flops), nbytes)
+
+
+def _attention_shape(graph: Graph, node: Node) -> AttentionShape | None:
+    """Q Kᵀ, P V and the scores of a scaled-dot-product attention from its q, k, v shapes."""
+    op = _anchor_node(node)
+    if len(op.inputs) < 3:
+        return None
+    shapes = [_shape(graph, v) for v in op.inputs[:3]]
+    if any(sh is None or len(sh) < 2 for sh in shapes):
+        return None
+    q, k, v = shapes
+    heads = numel(q[:-2])
+    s_q, d_qk, s_k, d_v = q[-2], q[-1], k[-2], v[-1]
+    if min(heads, s_q, d_qk, s_k, d_v) <= 0:
+        return None
+    scores = heads * s_q * s_k
+    return AttentionShape(
+        (heads * s_q, s_k, d_qk),
+        (heads * s_q, d_v, s_k),
+        2 * scores * itemsize(graph.values[op.inputs[0]].dtype),
+    )
 
 
 STRIDE_ONE = "_stride1"  # the suffix of a pooling kind whose windows move by one element

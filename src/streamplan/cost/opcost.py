@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from streamplan.cost.calibration import GemmCurve, TimeCurve
 from streamplan.cost.contention import Demand, Supply
 from streamplan.cost.devices import DeviceProfile, get_device
-from streamplan.cost.kinds import OpFeatures, op_features
+from streamplan.cost.kinds import AttentionShape, OpFeatures, op_features
 from streamplan.errors import ModelSpecError
 from streamplan.ir.collectives import collective_of, is_collective
 from streamplan.ir.dtypes import numel
@@ -350,6 +350,10 @@ class AnalyticCostModel(CostModel):
 
     def curve_time_ms(self, f: OpFeatures) -> float | None:
         """The body time the profile's measured curves give an op of these features (None: no curve)."""
+        if f.attention is not None:
+            parts = self._attention_ms(f.attention)
+            if parts is not None:
+                return parts
         if f.gemm_mnk is not None:
             gemm = self._gemm_curves.get(f.kind) or self._gemm_curves.get("gemm")
             if gemm is not None:
@@ -361,6 +365,16 @@ class AnalyticCostModel(CostModel):
             return None
         work = f.flops if curve.unit == "flops" else f.bytes_moved
         return curve.time_ms(float(work))
+
+    def _attention_ms(self, a: AttentionShape) -> float | None:
+        """Attention as two GEMMs on the measured ``gemm`` surface and a softmax over its scores
+        (None where the profile measured neither: a spec profile, or a calibration without them)."""
+        gemm = self._gemm_curves.get("gemm")
+        softmax = self._curves.get("_softmax") or self._curves.get("softmax")
+        if gemm is None or gemm.sms or softmax is None:
+            return None
+        qk, pv = a.gemm_flops()
+        return gemm.time_ms(qk, a.qk_mnk) + gemm.time_ms(pv, a.pv_mnk) + softmax.time_ms(float(a.score_bytes))
 
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):

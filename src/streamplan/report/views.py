@@ -7,6 +7,7 @@ from streamplan.app.memory import MemoryAnalysis
 from streamplan.app.run import RunReport
 from streamplan.app.simulation import SimulationReport
 from streamplan.app.training import StepSummary, TrainingAnswer
+from streamplan.cost.devices import DEVICES
 from streamplan.memory.breakdown import Composition
 from streamplan.report.safe_text import quoted
 from streamplan.report.units import MiB, fmt_bytes, fmt_ms
@@ -219,6 +220,11 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
         + f"), predicted {fmt_ms(r.simulated.makespan_ms)} on the {r.profile} profile"
         + (f" ({rel_ms:+.0%})" if rel_ms is not None else "")
     )
+    if rel_ms is not None and abs(rel_ms) > 0.25 and r.profile in DEVICES and target == "cpu":
+        lines.append(
+            f"  the built-in {quoted(r.profile)} profile is not this machine: "
+            "`streamplan calibrate --on cpu -o profile.json`, then --device profile.json"
+        )
     lines.append(
         f"  peak live activations measured {fmt_bytes(cmp.measured_peak_bytes)}, simulated "
         f"{fmt_bytes(r.simulated_peak_bytes)}"

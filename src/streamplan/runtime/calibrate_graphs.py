@@ -141,7 +141,9 @@ def op_bench_graph(target: str = "cpu", *, quick: bool = False, seed: int = 0) -
                 lambda x: F.scaled_dot_product_attention(x[0], x[1], x[2]),
                 None,
             )
-            for b, h, s, d in ((batch, 4, 64, 32), (batch, 8, 128, 64))[: 1 if quick else 2]
+            for b, h, s, d in ((batch, 4, 64, 32), (batch, 8, 128, 64), (batch, 16, 256, 8))[
+                : 1 if quick else 3
+            ]
         ]
     )
     sizes = _sizes(quick, gpu)

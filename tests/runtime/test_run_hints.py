@@ -1,0 +1,35 @@
+"""``run`` on the CPU with a built-in profile far from the measured latency says how to calibrate."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+from rich.console import Console
+
+from streamplan.app.context import make_context
+from streamplan.app.run import profile_for, run_model
+from streamplan.report.views import run_lines
+
+
+def _text(report) -> str:  # noqa: ANN001
+    out = io.StringIO()
+    console = Console(file=out, width=250)
+    for line in run_lines(report, target="cpu", repeat=1):
+        console.print(line)
+    return out.getvalue()
+
+
+def test_a_built_in_profile_far_off_points_to_calibrate_and_a_close_or_calibrated_one_does_not():
+    report = run_model("random:12:3", "sequential", make_context(device=profile_for("cpu")), target="cpu", repeat=1)
+    measured = report.comparison.measured_ms
+
+    def predicting(ratio: float, profile: str = report.profile):
+        timeline = dataclasses.replace(report.simulated, makespan_ms=measured * ratio)
+        return dataclasses.replace(report, simulated=timeline, profile=profile)
+
+    assert report.profile == "cpu"
+    assert "streamplan calibrate --on cpu" in _text(predicting(0.3))
+    assert "streamplan calibrate --on cpu" in _text(predicting(1.6))
+    assert "streamplan calibrate" not in _text(predicting(1.1))
+    assert "streamplan calibrate" not in _text(predicting(0.3, profile="cpu-calibrated"))
