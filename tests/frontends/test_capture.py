@@ -219,6 +219,30 @@ class MultiOut(nn.Module):
         return values, normed
 
 
+class Lookups(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(1000, 32)
+
+    def forward(self, ids):
+        rows = torch.index_select(self.table.weight, 0, ids[0])
+        return self.table(ids) + rows.sum(0) + torch.gather(self.table.weight, 0, ids.T.expand(-1, 32)).sum(0)
+
+
+def test_a_gather_reads_the_rows_it_picks_not_its_whole_table() -> None:
+    """A 1,000-row table looked up with 4 ids: 4 rows read, plus the ids (a lookup is not a table scan)."""
+    g = capture(Lookups(), (torch.tensor([[3, 1, 4, 1]]),), name="lookups")
+    for op, ids_bytes in (
+        ("aten.embedding.default", 4 * 8),
+        ("aten.index_select.default", 4 * 8),
+        ("aten.gather.default", 4 * 32 * 8),  # an index per element picked
+    ):
+        n = node_by_op(g, op)
+        out = g.values[n.outputs[0]].nbytes
+        assert n.bytes_written == out == 4 * 32 * 4, op
+        assert n.bytes_read == out + ids_bytes, op
+
+
 def test_multi_output_ops_give_every_result_a_value() -> None:
     g = capture(MultiOut(), torch.randn(1, 3, 4, 4))
     pool = node_by_op(g, "aten.max_pool2d_with_indices.default")

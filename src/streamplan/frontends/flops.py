@@ -20,7 +20,9 @@ being 2 FLOPs:
 - data movement and creation (cat, copy, embedding, zeros...): 0;
 - anything else is taken as elementwise: numel of the first output.
 
-Views cost nothing; the caller sets their FLOPs to 0 before asking.
+Views cost nothing; the caller sets their FLOPs to 0 before asking. ``node_bytes_read``
+counts what an op reads: every input once, but only the picked rows of a gather's table
+(``embedding``, ``index_select``, ``gather``, ``index``).
 """
 
 from __future__ import annotations
@@ -173,6 +175,25 @@ def node_flops(name: str, bound: dict[str, Any], outputs: Sequence[Value]) -> in
     if name in _ZERO:
         return 0
     return first_out
+
+
+# ops that pick rows or elements out of a table: the table's argument name in the op's schema
+_GATHERS = {"embedding": "weight", "index_select": "self", "gather": "self", "index": "self", "take": "self"}
+
+
+def node_bytes_read(
+    name: str, bound: dict[str, Any], inputs: Sequence[Value], outputs: Sequence[Value]
+) -> int:
+    """Bytes one op reads: each of its inputs once, except that a gather (``embedding``,
+    ``index_select``, ``gather``, ``index``, ``take``) reads only what it picks from its table (at
+    most its output's bytes), not the whole table: a 32,000-row embedding looking up 16 tokens
+    reads 16 rows."""
+    total = sum(v.nbytes for v in inputs)
+    table = bound.get(_GATHERS.get(name, ""))
+    if isinstance(table, Value) and any(v.id == table.id for v in inputs):
+        picked = min(table.nbytes, sum(v.nbytes for v in outputs))
+        total -= table.nbytes - picked
+    return total
 
 
 def _shape(bound: dict[str, Any], *names: str) -> tuple[int, ...]:

@@ -25,7 +25,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from streamplan.frontends.aliasing import base_name, bind_arguments, op_aliasing
 from streamplan.frontends.argcodec import encode, iter_tensor_refs
-from streamplan.frontends.flops import node_flops
+from streamplan.frontends.flops import node_bytes_read, node_flops
 from streamplan.frontends.problems import Problems
 from streamplan.ir.dtypes import ITEMSIZE_BYTES
 from streamplan.ir.graph import Graph, Node, Value
@@ -324,7 +324,11 @@ class FxConverter:
                 tuple(v.id for v in outputs),
                 attrs,
                 flops=0 if pure_view else node_flops(base_name(schema), bound_values, outputs),
-                bytes_read=0 if pure_view else sum(self.values[v].nbytes for v in inputs),
+                bytes_read=0
+                if pure_view
+                else node_bytes_read(
+                    base_name(schema), bound_values, [self.values[v] for v in inputs], outputs
+                ),
                 bytes_written=0 if pure_view else sum(v.nbytes for v in outputs),
                 mutates=mutates,
             )
