@@ -27,6 +27,7 @@ def test_cpu_calibration_times_every_benchmark_op_through_the_runtime(cpu_measur
     assert set(m.op_ms) == {n.id for n in kernels}
     assert all(ms > 0 for ms in m.op_ms.values())
     assert m.target == "cpu" and m.cores >= 1 and 0 < m.tiny_op_ms and 0 < m.per_op_ms < 5.0
+    assert m.view_ms is not None and 0 < m.view_ms < 5.0  # a view costs the runtime host work too
     purposes = {r.purpose for r in m.runs}
     assert purposes == {"overhead", "events", "contention"}
     assert all(r.measured_ms > 0 and r.times_ms for r in m.runs)
@@ -43,6 +44,7 @@ def test_the_fitted_cpu_profile_predicts_the_calibration_runs(cpu_measurements):
     assert p.calibration.is_measured and p.calibration.fixed_holds_lock and p.launch_overhead_ms == 0
     assert p.calibration.latency_error is not None and p.calibration.speedup_error is not None
     assert dict(p.calibration.sources)["kernel_fixed_ms"].startswith("a chain")
+    assert p.calibration.view_ms == cpu_measurements.view_ms and "transposes" in p.calibration.source("view_ms")
     chain = cpu_measurements.run("chain")
     simulated = simulate(chain.graph, chain.schedule, AnalyticCostModel(p)).makespan_ms
     # a chain of one-element ops costs what every op pays, once per op (no timing assertion: the

@@ -74,6 +74,7 @@ class DeviceMeasurements:
     graph_node_ms: float | None = None
     graph_launch_ms: float | None = None
     event_host_ms: float | None = None
+    view_ms: float | None = None  # the CPU runtime: one view op (no kernel) through the runtime
     op_spread: float = 0.0  # median over ops of (max - min) / median of their repetitions
     meta: Mapping[str, str] = field(default_factory=dict)
 
@@ -98,6 +99,7 @@ class DeviceMeasurements:
             "graph_node_ms": self.graph_node_ms,
             "graph_launch_ms": self.graph_launch_ms,
             "event_host_ms": self.event_host_ms,
+            "view_ms": self.view_ms,
             "op_spread": self.op_spread,
             "runs": {r.name: {"ms": r.measured_ms, "spread": r.spread()} for r in self.runs},
             "meta": dict(self.meta),

@@ -236,6 +236,7 @@ class Calibration:
     speedup_error: float | None = None
     sources: tuple[tuple[str, str], ...] = ()
     measured: tuple[tuple[str, str], ...] = ()
+    view_ms: float = 0.0  # a view op's time where it costs host work on its stream (the CPU runtime)
 
     @property
     def is_measured(self) -> bool:
@@ -257,6 +258,7 @@ class Calibration:
             "speedup_error": self.speedup_error,
             "sources": dict(self.sources),
             "measured": dict(self.measured),
+            "view_ms": self.view_ms,
         }
 
     @staticmethod
@@ -280,4 +282,5 @@ class Calibration:
             speedup_error=opt("speedup_error"),
             sources=_pairs(d.get("sources")),
             measured=_pairs(d.get("measured")),
+            view_ms=opt("view_ms") or 0.0,
         )

@@ -112,6 +112,7 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
         gemm_curves=gemm,
         stream_bandwidth_bytes_per_s=bandwidth,
         fixed_holds_lock=m.target == "cpu",
+        view_ms=(m.view_ms or 0.0) if m.target == "cpu" else 0.0,
         sources=(),
         measured=tuple(sorted(m.meta.items())),
     )
@@ -138,6 +139,11 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
     sources.update(
         curves=f"{len(samples)} ops timed on this device ({', '.join(sorted({f.kind for f, _ in samples}))})",
         stream_bandwidth_bytes_per_s="the best bandwidth a pointwise op or copy achieved",
+        **(
+            {"view_ms": "the slope of a chain of transposes through the CPU runtime: a view's host work"}
+            if m.target == "cpu" and m.view_ms
+            else {}
+        ),
         latency_error="RMS relative error of the calibration's own one-stream runs (in sample)",
         speedup_error="RMS relative error of the co-run speedups the contention fit used (in sample)",
     )
@@ -149,6 +155,7 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
             contention=cal.contention,
             stream_bandwidth_bytes_per_s=cal.stream_bandwidth_bytes_per_s,
             fixed_holds_lock=cal.fixed_holds_lock,
+            view_ms=cal.view_ms,
             latency_error=_rms(lat),
             speedup_error=_rms(spd),
             sources=tuple(sorted(sources.items())),

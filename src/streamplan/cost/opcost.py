@@ -278,6 +278,7 @@ class AnalyticCostModel(CostModel):
             self.device.mem_bw_bytes_per_s * self.device.memory_efficiency
         )
         self._lock = cal.fixed_holds_lock
+        self._view_ms = 0.0 if self.cuda_graphs else cal.view_ms
 
     # a model of a profile is a value: two models of equal profiles and mode cost every op alike
     def __eq__(self, other: object) -> bool:
@@ -304,7 +305,7 @@ class AnalyticCostModel(CostModel):
     # -- interface ----------------------------------------------------------
     def op_time_ms(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):
-            return 0.0
+            return self._view_ms
         if is_collective(node):
             return self.collective_time(graph, node)[0]
         return self.fixed_ms + max(self.device.kernel_min_ms, self.body_ms(graph, node))
@@ -390,8 +391,8 @@ class AnalyticCostModel(CostModel):
         return self.op_facts(graph, node)[3]
 
     def op_facts(self, graph: Graph, node: Node) -> tuple[float, float, float, Demand]:
-        if is_view_op(graph, node):
-            return 0.0, 0.0, 0.0, Demand(sm=0.0)
+        if is_view_op(graph, node):  # no kernel; on the CPU runtime, the interpreter's work for it
+            return self._view_ms, 0.0, 0.0, Demand(sm=0.0, lock=1.0 if self._view_ms and self._lock else 0.0)
         if is_collective(node):  # on the links, not the SMs (``resource``)
             launch = 0.0 if self.cuda_graphs else self.device.launch_overhead_ms
             return self.collective_time(graph, node)[0], 1.0, launch, Demand(sm=0.0, link=1.0)

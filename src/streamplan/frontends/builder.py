@@ -62,6 +62,23 @@ class GraphBuilder:
     def relu(self, x: str, *, name: str | None = None) -> str:
         return self.unary("relu", x, name=name)
 
+    def transpose(self, x: str, dim0: int = 0, dim1: int = 1, *, name: str | None = None) -> str:
+        """A view of ``x`` with two dimensions swapped: no kernel, the same storage."""
+        shape = list(self.shape(x))
+        if len(shape) < 2 or not (-len(shape) <= dim0 < len(shape) and -len(shape) <= dim1 < len(shape)):
+            raise GraphError(f"transpose({dim0}, {dim1}) of a {len(shape)}-d value {x!r}", where=self.name)
+        shape[dim0], shape[dim1] = shape[dim1], shape[dim0]
+        out = self._op(
+            "aten.transpose.int", [x], tuple(shape), [tensor_ref(x), dim0, dim1], flops=0, name=name
+        )
+        view = self._values[out]
+        self._values[out] = Value(
+            view.id, view.shape, view.dtype, view.nbytes, view.kind, self._values[x].storage
+        )
+        node = self._nodes[-1]
+        self._nodes[-1] = Node(node.id, node.op, node.inputs, node.outputs, node.attrs, 0, 0, 0)
+        return out
+
     def add(self, x: str, y: str, *, name: str | None = None) -> str:
         sx, sy = self.shape(x), self.shape(y)
         shape = _broadcast(sx, sy, self.name)

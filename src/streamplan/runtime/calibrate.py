@@ -23,6 +23,7 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -38,6 +39,7 @@ from streamplan.runtime.calibrate_graphs import (
     corun_cases,
     op_bench_graph,
     pingpong_schedule,
+    view_chain_graph,
 )
 from streamplan.runtime.execute import run
 from streamplan.runtime.interpret import call_node, initial_env, params_from_module
@@ -105,6 +107,8 @@ def _measure_cpu(
     rc = run(chain, chain_seq, repeat=reps, warmup=1)
     tiny = statistics.median(v for v in _span_medians(rc.timelines, chain)[0].values())
     per_op = _per_op_ms(chain, reps)
+    views = view_chain_graph(len(chain.nodes))
+    view_ms = _per_op_ms(views, reps, make=view_chain_graph)
     runs = [ops_run, TimedRun("chain", "overhead", chain, chain_seq, rc.measured_ms, rc.times_ms)]
     ping = pingpong_schedule(chain)
     rp = run(chain, ping, repeat=reps, warmup=1)
@@ -129,15 +133,17 @@ def _measure_cpu(
         "op_ms": op_ms,
         "tiny_op_ms": tiny,
         "per_op_ms": per_op,
+        "view_ms": view_ms,
         "runs": tuple(runs),
         "op_spread": spread,
     }
 
 
-def _per_op_ms(chain: Graph, reps: int) -> float:
-    """The slope of run time against chain length (a run's own start-up cost cancels out)."""
+def _per_op_ms(chain: Graph, reps: int, make: Callable[[int], Graph] = chain_graph) -> float:
+    """The slope of run time against chain length (a run's own start-up cost, and whatever
+    ``make`` adds beside the chain, cancel out)."""
     n = len(chain.nodes)
-    short = chain_graph(n // 4)
+    short = make(n // 4)
     (t_long, _), (t_short, _) = _alternate(
         [lambda: run(chain, _sequential(chain), repeat=1).times_ms[0],
          lambda: run(short, _sequential(short), repeat=1).times_ms[0]],

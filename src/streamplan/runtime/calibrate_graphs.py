@@ -327,6 +327,15 @@ def chain_graph(n: int = 200, *, size: int = 1) -> Graph:
     return b.build([x])
 
 
+def view_chain_graph(n: int = 200) -> Graph:
+    """``n`` transposes in a chain on a 2 x 2 tensor, then one ReLU (a view op's cost in the runtime)."""
+    b = GraphBuilder("calibrate-views")
+    x = b.input("x", (2, 2))
+    for i in range(n):
+        x = b.transpose(x, name=f"t{i}")
+    return b.build([b.relu(x, name="out")])
+
+
 def pingpong_schedule(graph: Graph) -> StreamSchedule:
     """A chain alternating between two streams: every op waits for the op before it."""
     ids = graph.node_ids
