@@ -44,7 +44,9 @@ def test_the_fitted_cpu_profile_predicts_the_calibration_runs(cpu_measurements):
     assert p.calibration.is_measured and p.calibration.fixed_holds_lock and p.launch_overhead_ms == 0
     assert p.calibration.latency_error is not None and p.calibration.speedup_error is not None
     assert dict(p.calibration.sources)["kernel_fixed_ms"].startswith("a chain")
-    assert p.calibration.view_ms == cpu_measurements.view_ms and "transposes" in p.calibration.source("view_ms")
+    assert p.calibration.view_ms == cpu_measurements.view_ms and "transposes" in p.calibration.source(
+        "view_ms"
+    )
     chain = cpu_measurements.run("chain")
     simulated = simulate(chain.graph, chain.schedule, AnalyticCostModel(p)).makespan_ms
     # a chain of one-element ops costs what every op pays, once per op (no timing assertion: the

@@ -21,7 +21,9 @@ def _text(report) -> str:  # noqa: ANN001
 
 
 def test_a_built_in_profile_far_off_points_to_calibrate_and_a_close_or_calibrated_one_does_not():
-    report = run_model("random:12:3", "sequential", make_context(device=profile_for("cpu")), target="cpu", repeat=1)
+    report = run_model(
+        "random:12:3", "sequential", make_context(device=profile_for("cpu")), target="cpu", repeat=1
+    )
     measured = report.comparison.measured_ms
 
     def predicting(ratio: float, profile: str = report.profile):
