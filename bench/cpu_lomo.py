@@ -211,8 +211,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def no_lock_interference(profile):  # noqa: ANN001, ANN201
     """``profile`` with its contention's ``lock_interference`` set to 0 (the model before that term)."""
-    import dataclasses
-
     cal = profile.calibration
     supply = dataclasses.replace(cal.contention, lock_interference=0.0)
     return profile.replace(calibration=dataclasses.replace(cal, contention=supply))
@@ -220,8 +218,6 @@ def no_lock_interference(profile):  # noqa: ANN001, ANN201
 
 def inplace_as_family(profile, graph):  # noqa: ANN001, ANN201
     """``profile`` with ``graph``'s in-place kinds costed by their family's pooled curve."""
-    import dataclasses
-
     from streamplan.cost.kinds import op_features
 
     cal = profile.calibration

@@ -149,17 +149,8 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
     )
     cal = profile.calibration
     profile = profile.replace(
-        calibration=Calibration(
-            curves=cal.curves,
-            gemm_curves=cal.gemm_curves,
-            contention=cal.contention,
-            stream_bandwidth_bytes_per_s=cal.stream_bandwidth_bytes_per_s,
-            fixed_holds_lock=cal.fixed_holds_lock,
-            view_ms=cal.view_ms,
-            latency_error=_rms(lat),
-            speedup_error=_rms(spd),
-            sources=tuple(sorted(sources.items())),
-            measured=cal.measured,
+        calibration=_with(
+            cal, latency_error=_rms(lat), speedup_error=_rms(spd), sources=tuple(sorted(sources.items()))
         )
     )
     return ProfileFit(

@@ -14,10 +14,10 @@ a GEMM or convolution's rate comes from how its output tiles fill the SMs
 
 On a calibrated profile (``DeviceProfile.calibration``, written by ``streamplan
 calibrate``) an op whose kind was measured is costed from the measured curve instead:
-``time = kernel_fixed + curve(work)`` (``cost.kinds`` says which kind and which size;
-the curve already holds the efficiency at that size, so nothing is divided by the
-occupancy); kinds the calibration did not measure fall back to their family's pooled
-curve, then to the roofline.
+``time = kernel_fixed + curve(work)`` (``cost.kinds`` says which kind and which size,
+``cost.curve_cost`` which curve; the curve already holds the efficiency at that size, so
+nothing is divided by the occupancy); kinds the calibration did not measure fall back to
+their family's pooled curve, then to the roofline.
 
 ``demand`` says what the op asks of the device while it runs (``cost.contention``):
 its occupancy, the share of the achievable DRAM bandwidth it draws (bytes moved over
@@ -29,7 +29,8 @@ An op with 16 tiles on 160 slots can use only a tenth of the peak, and holds onl
 a tenth of the device while it runs (the rest is free for concurrent ops).
 Thread blocks are estimated from the output: GEMM/conv tiles of 64x64 of the implicit GEMM (M = output pixels, N = output channels) with split-K when K is
 long, 512 elements per block for everything else. View and metadata ops
-(``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing.
+(``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing, except on a
+calibrated CPU profile, where the runtime's interpreter works for each (``view_ms``).
 A fused kernel (``streamplan.ir.fused``) is one op like any other: its FLOPs are its
 parts', its bytes its external inputs and outputs, and its anchor (the convolution
 or matmul, the reduction) decides whether it is costed as a GEMM.
@@ -42,10 +43,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from streamplan.cost.calibration import GemmCurve, TimeCurve
 from streamplan.cost.contention import Demand, Supply
+from streamplan.cost.curve_cost import CurveCost
 from streamplan.cost.devices import DeviceProfile, get_device
-from streamplan.cost.kinds import AttentionShape, OpFeatures, op_features
+from streamplan.cost.kinds import OpFeatures, op_features
 from streamplan.errors import ModelSpecError
 from streamplan.ir.collectives import collective_of, is_collective
 from streamplan.ir.dtypes import numel
@@ -272,8 +273,7 @@ class AnalyticCostModel(CostModel):
             )
         self.cuda_graphs = bool(cuda_graphs)
         cal = self.device.calibration
-        self._curves: dict[str, TimeCurve] = {c.kind: c for c in cal.curves}
-        self._gemm_curves: dict[str, GemmCurve] = {c.kind: c for c in cal.gemm_curves}
+        self._measured = CurveCost(cal)
         self._bandwidth = cal.stream_bandwidth_bytes_per_s or (
             self.device.mem_bw_bytes_per_s * self.device.memory_efficiency
         )
@@ -320,7 +320,7 @@ class AnalyticCostModel(CostModel):
     def body_ms(self, graph: Graph, node: Node) -> float:
         """The op's time beyond the fixed per-kernel time: a measured curve where the profile
         has one for its kind (or family), else the roofline over the occupancy."""
-        if self._curves or self._gemm_curves:
+        if self._measured:
             measured = self._measured_body_ms(graph, node)
             if measured is not None:
                 return measured
@@ -340,7 +340,7 @@ class AnalyticCostModel(CostModel):
         f = op_features(graph, node)
         t = self.curve_time_ms(f)
         if t is not None and f.gemm_mnk is not None:
-            curve = self._gemm_curves.get(f.kind) or self._gemm_curves["gemm"]
+            curve = self._measured.gemm_curve(f.kind)
             prec = self._precision(graph, node, True)
             if prec != curve.precision:  # e.g. a float16 matmul on a curve measured in float32
                 t *= self.device.peak(curve.precision) / self.device.peak(prec)
@@ -351,31 +351,7 @@ class AnalyticCostModel(CostModel):
 
     def curve_time_ms(self, f: OpFeatures) -> float | None:
         """The body time the profile's measured curves give an op of these features (None: no curve)."""
-        if f.attention is not None:
-            parts = self._attention_ms(f.attention)
-            if parts is not None:
-                return parts
-        if f.gemm_mnk is not None:
-            gemm = self._gemm_curves.get(f.kind) or self._gemm_curves.get("gemm")
-            if gemm is not None:
-                return gemm.time_ms(f.flops, f.gemm_mnk, f.winograd)
-            return None
-        # an in-place op (``relu_``, ``silu_``, ``add_``) does its out-of-place kind's work
-        curve = self._curves.get(f.kind) or self._curves.get(f.kind.rstrip("_")) or self._curves.get(f.family)
-        if curve is None:
-            return None
-        work = f.flops if curve.unit == "flops" else f.bytes_moved
-        return curve.time_ms(float(work))
-
-    def _attention_ms(self, a: AttentionShape) -> float | None:
-        """Attention as two GEMMs on the measured ``gemm`` surface and a softmax over its scores
-        (None where the profile measured neither: a spec profile, or a calibration without them)."""
-        gemm = self._gemm_curves.get("gemm")
-        softmax = self._curves.get("_softmax") or self._curves.get("softmax")
-        if gemm is None or gemm.sms or softmax is None:
-            return None
-        qk, pv = a.gemm_flops()
-        return gemm.time_ms(qk, a.qk_mnk) + gemm.time_ms(pv, a.pv_mnk) + softmax.time_ms(float(a.score_bytes))
+        return self._measured.time_ms(f)
 
     def occupancy(self, graph: Graph, node: Node) -> float:
         if is_view_op(graph, node):

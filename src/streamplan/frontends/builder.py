@@ -68,16 +68,8 @@ class GraphBuilder:
         if len(shape) < 2 or not (-len(shape) <= dim0 < len(shape) and -len(shape) <= dim1 < len(shape)):
             raise GraphError(f"transpose({dim0}, {dim1}) of a {len(shape)}-d value {x!r}", where=self.name)
         shape[dim0], shape[dim1] = shape[dim1], shape[dim0]
-        out = self._op(
-            "aten.transpose.int", [x], tuple(shape), [tensor_ref(x), dim0, dim1], flops=0, name=name
-        )
-        view = self._values[out]
-        self._values[out] = Value(
-            view.id, view.shape, view.dtype, view.nbytes, view.kind, self._values[x].storage
-        )
-        node = self._nodes[-1]
-        self._nodes[-1] = Node(node.id, node.op, node.inputs, node.outputs, node.attrs, 0, 0, 0)
-        return out
+        args = [tensor_ref(x), dim0, dim1]
+        return self._op("aten.transpose.int", [x], tuple(shape), args, flops=0, name=name, view=True)
 
     def add(self, x: str, y: str, *, name: str | None = None) -> str:
         sx, sy = self.shape(x), self.shape(y)
@@ -205,22 +197,33 @@ class GraphBuilder:
             i += 1
         return f"{stem}{i}"
 
-    def _new_value(self, vid: str, shape: tuple[int, ...], dtype: str, kind: str) -> Value:
+    def _new_value(self, vid: str, shape: tuple[int, ...], dtype: str, kind: str, storage: str = "") -> Value:
         if vid in self._values:
             raise GraphError(f"value id {vid!r} is already used", where=self.name)
-        v = Value(vid, shape, dtype, tensor_bytes(shape, dtype), kind)  # type: ignore[arg-type]
+        v = Value(vid, shape, dtype, tensor_bytes(shape, dtype), kind, storage)  # type: ignore[arg-type]
         self._values[vid] = v
         return v
 
     def _op(
-        self, op: str, inputs: list[str], shape: tuple[int, ...], args: list, *, flops: int, name: str | None
+        self,
+        op: str,
+        inputs: list[str],
+        shape: tuple[int, ...],
+        args: list,
+        *,
+        flops: int,
+        name: str | None,
+        view: bool = False,
     ) -> str:
+        """A node writing one new value; ``view``: the value shares its first input's storage and
+        the op moves no bytes."""
         for i in inputs:
             if i not in self._values:
                 raise GraphError(f"{op} reads unknown value {i!r}", where=self.name)
         nid = name or self._fresh(op.split(".")[1])
-        out = self._new_value(nid, shape, self._values[inputs[0]].dtype, "activation")
-        read = sum(self._values[i].nbytes for i in dict.fromkeys(inputs))
+        storage = self._values[inputs[0]].storage if view else ""
+        out = self._new_value(nid, shape, self._values[inputs[0]].dtype, "activation", storage)
+        read = 0 if view else sum(self._values[i].nbytes for i in dict.fromkeys(inputs))
         self._nodes.append(
             Node(
                 nid,
@@ -230,7 +233,7 @@ class GraphBuilder:
                 {"args": args, "kwargs": {}},
                 flops,
                 read,
-                out.nbytes,
+                0 if view else out.nbytes,
             )
         )
         return out.id

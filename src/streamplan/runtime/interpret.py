@@ -293,8 +293,7 @@ def running_variances(graph: Graph) -> frozenset[str]:
     """The value ids that batch (or instance) norms read as their running variance."""
     out = set()
     for n in graph.nodes:
-        parts = n.op.split(".")
-        base = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
+        base = _base(n.op)
         args = n.attrs.get("args")
         if base in _NORMS_WITH_RUNNING_STATS and isinstance(args, list) and len(args) > _RUNNING_VAR_ARG:
             ref = args[_RUNNING_VAR_ARG]
