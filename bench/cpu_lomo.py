@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         base_canary = canary_ms()
         print(
             f"round {rnd + 1}: calibrated in {cal.elapsed_s:.0f} s (per op {profile.kernel_fixed_ms * 1e3:.1f} us, "
-            f"canary {base_canary:.2f} ms)",
+            f"canary {base_canary:.2f} ms, the calibration's drift {100 * (profile.calibration.drift or 0):.0f}%)",
             flush=True,
         )
         measured: dict[tuple[str, str], dict[str, Any]] = {}
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                 "measured_ms": m["ms"],
                 "spread": (max(m["times"]) - min(m["times"])) / m["ms"],
                 "canary_drift": m["drift"],
+                "calibration_drift": profile.calibration.drift,
                 "predicted_ms": predicted,
                 "error": predicted / m["ms"] - 1,
                 "no_lock_interference_error": predicted_no_lock / m["ms"] - 1,

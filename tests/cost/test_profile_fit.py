@@ -201,3 +201,22 @@ def test_the_gemm_fit_gets_the_long_ops_right_when_the_short_ones_disagree():
     got = fit_gemm("conv1x1", long_ops + short_ops)
     errors = [abs(got.time_ms(f.flops, f.gemm_mnk) / ms - 1) for f, ms in long_ops]
     assert max(errors) < 0.12, errors
+
+
+def test_a_machine_that_drifted_while_calibrating_widens_the_latency_error(fitted):
+    """The probe timed at every phase: its range becomes the profile's drift, and half of it joins
+    the in-sample latency error in quadrature (constants measured while the machine's speed moved
+    by 40% are not better than about ±20%, however well they fit each other)."""
+    from dataclasses import replace
+
+    steady = fit_profile(replace(_measurements(), probe_ms=(10.0, 10.0, 10.0, 10.0))).profile.calibration
+    assert steady.drift == 0.0
+    assert steady.latency_error == pytest.approx(fitted.profile.calibration.latency_error)
+    drifting = fit_profile(replace(_measurements(), probe_ms=(10.0, 10.0, 14.0, 10.0))).profile.calibration
+    assert drifting.drift == pytest.approx(0.4)
+    assert drifting.latency_error == pytest.approx(math.hypot(steady.latency_error, 0.2))
+    assert drifting.speedup_error == pytest.approx(steady.speedup_error)  # alternated runs: left alone
+    assert "fixed model" in drifting.source("drift") and "drift" in drifting.source("latency_error")
+    assert fitted.profile.calibration.drift is None  # no probe, nothing claimed
+    # the profile file keeps it
+    assert Calibration.from_dict(drifting.to_dict()).drift == pytest.approx(0.4)

@@ -28,6 +28,8 @@ def test_cpu_calibration_times_every_benchmark_op_through_the_runtime(cpu_measur
     assert all(ms > 0 for ms in m.op_ms.values())
     assert m.target == "cpu" and m.cores >= 1 and 0 < m.tiny_op_ms and 0 < m.per_op_ms < 5.0
     assert m.view_ms is not None and 0 < m.view_ms < 5.0  # a view costs the runtime host work too
+    # the steadiness probe, once at the start and after each of the three phases
+    assert len(m.probe_ms) == 4 and all(t > 0 for t in m.probe_ms) and m.drift >= 0
     purposes = {r.purpose for r in m.runs}
     assert purposes == {"overhead", "events", "contention"}
     assert all(r.measured_ms > 0 and r.times_ms for r in m.runs)
@@ -53,6 +55,7 @@ def test_the_fitted_cpu_profile_predicts_the_calibration_runs(cpu_measurements):
     # shared test machine's load makes measured times vary several-fold)
     assert simulated == pytest.approx(len(chain.graph.nodes) * p.kernel_fixed_ms, rel=0.2)
     assert {f.name for f in fit.runs} == {r.name for r in cpu_measurements.runs}
+    assert p.calibration.drift == pytest.approx(cpu_measurements.drift)
 
 
 @pytest.fixture
@@ -72,6 +75,7 @@ def test_cuda_calibration_runs_end_to_end_behind_the_fake_backend(fake_gpu):
     assert m.target == "cuda" and m.cores == 132 and "H100" in m.device_name
     assert m.launch_ms > 0 and m.kernel_ms > 0 and m.graph_node_ms > 0 and m.graph_launch_ms >= 0
     assert {r.cuda_graphs for r in m.runs} == {False, True}  # every run with and without CUDA graphs
+    assert len(m.probe_ms) == 4 and all(t > 0 for t in m.probe_ms)  # the probe at every phase there too
     p = fit_profile(m).profile
     assert p.name == "h100-calibrated" and p.has_cuda_graphs and p.sms == 132
     assert p.calibration.contention.sm == 1.0  # a GPU op's own time already uses the whole device
@@ -104,3 +108,30 @@ def test_calibrate_cli_refuses_unknown_targets_and_missing_gpus(tmp_path):
     if not torch.cuda.is_available():
         assert_user_error(cli("calibrate", "--on", "cuda", "-o", tmp_path / "p.json"), "CUDA")
     assert not (tmp_path / "p.json").exists()
+
+
+def test_calibrate_warns_when_the_machine_drifted_and_keeps_json_clean(tmp_path, monkeypatch):
+    """A machine whose speed moved while it was measured: the profile is still written, the
+    terminal says how much it moved and what to do, on stderr (``--json`` stays parseable)."""
+    from dataclasses import replace
+
+    import streamplan.runtime.calibrate as calibrate_module
+
+    real = calibrate_module.measure_device
+
+    def drifting(*args, **kwargs):
+        m = real(*args, **kwargs)
+        return replace(m, probe_ms=(10.0, 10.5, 16.0, 10.2))
+
+    monkeypatch.setattr(calibrate_module, "measure_device", drifting)
+    out = tmp_path / "busy.json"
+    r = cli("calibrate", "--on", "cpu", "--quick", "--repeat", "1", "-o", out, "--json")
+    assert r.returncode == 0, r
+    summary = json.loads(r.stdout)
+    assert summary["measured"]["drift"] == pytest.approx(6.0 / 10.35)
+    assert "varied by 58%" in r.stderr and "calibrate again when the machine is quiet" in r.stderr
+    assert get_device(str(out)).calibration.drift == pytest.approx(6.0 / 10.35)
+    r = cli("calibrate", "--on", "cpu", "--quick", "--repeat", "1", "-o", out, "--force")
+    assert (
+        r.returncode == 0 and "steadiness: a small fixed model took" in r.stdout and "drift 58%" in r.stdout
+    ), r

@@ -1,4 +1,5 @@
-"""``run`` on the CPU with a built-in profile far from the measured latency says how to calibrate."""
+"""``run`` on the CPU with a built-in profile far from the measured latency says how to calibrate; repetitions
+far apart say the machine was busy."""
 
 from __future__ import annotations
 
@@ -35,3 +36,19 @@ def test_a_built_in_profile_far_off_points_to_calibrate_and_a_close_or_calibrate
     assert "streamplan calibrate --on cpu" in _text(predicting(1.6))
     assert "streamplan calibrate" not in _text(predicting(1.1))
     assert "streamplan calibrate" not in _text(predicting(0.3, profile="cpu-calibrated"))
+
+
+def test_repetitions_far_apart_say_the_machine_was_busy():
+    report = run_model(
+        "random:12:3", "sequential", make_context(device=profile_for("cpu")), target="cpu", repeat=3
+    )
+
+    def timed(*times: float):
+        result = dataclasses.replace(report.comparison.result, times_ms=times)
+        return dataclasses.replace(report, comparison=dataclasses.replace(report.comparison, result=result))
+
+    assert "took 10.000 ms to 14.000 ms (38% apart): the machine's speed moved" in _text(
+        timed(10.0, 14.0, 10.5)
+    )
+    assert "machine's speed moved" not in _text(timed(10.0, 10.4, 10.2))
+    assert "machine's speed moved" not in _text(timed(10.0, 20.0))  # two: nothing to call typical

@@ -23,12 +23,15 @@ def calibrate(
     """Micro-benchmark this machine (op times by size, overheads, events, co-running streams) and
     write a device profile usable wherever a profile name is (--device FILE.json)."""
     from streamplan.app.calibrate import calibrate as run_calibration
-    from streamplan.report.calibration import calibration_lines
+    from streamplan.report.calibration import calibration_lines, drift_warning
 
     check_file(output, force=o.force)
     with progress_display(err) as progress:
         result = run_calibration(on, quick=quick, name=name, repeat=repeat, progress=progress)
     write_file(output, result.profile_json(), force=o.force)
+    warning = drift_warning(result)
+    if warning:
+        err.print(warning, markup=False, soft_wrap=True)
     if o.as_json:
         emit_json({**result.to_dict(), "output": output})
         return

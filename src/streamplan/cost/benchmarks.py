@@ -9,6 +9,7 @@ without a device.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,14 @@ from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule
 
 PURPOSES = ("overhead", "events", "contention")
+
+
+def relative_range(times: tuple[float, ...] | list[float]) -> float:
+    """(max - min) / median of ``times``; 0 for fewer than two (or a zero median)."""
+    if len(times) < 2:
+        return 0.0
+    mid = statistics.median(times)
+    return (max(times) - min(times)) / mid if mid > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class DeviceMeasurements:
     the host's time to issue one op through the runtime, ``kernel_ms`` the device time
     of one tiny kernel back to back, ``graph_node_ms`` and ``graph_launch_ms`` the same
     chain replayed as a CUDA graph, ``event_host_ms`` one record plus one wait.
+    ``probe_ms`` is a small fixed model's time at the start and after each phase of the
+    calibration (``drift``: how much the machine's speed varied meanwhile).
     """
 
     target: str  # "cpu" or "cuda"
@@ -76,11 +87,18 @@ class DeviceMeasurements:
     event_host_ms: float | None = None
     view_ms: float | None = None  # the CPU runtime: one view op (no kernel) through the runtime
     op_spread: float = 0.0  # median over ops of (max - min) / median of their repetitions
+    probe_ms: tuple[float, ...] = ()  # the steadiness probe's time at each phase
     meta: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op_ms", freeze(dict(self.op_ms)))
         object.__setattr__(self, "meta", freeze(dict(self.meta)))
+        object.__setattr__(self, "probe_ms", tuple(float(t) for t in self.probe_ms))
+
+    @property
+    def drift(self) -> float:
+        """(max - min) / median of the probe's times: 0 on a machine whose speed held still."""
+        return relative_range(self.probe_ms)
 
     def run(self, name: str) -> TimedRun | None:
         return next((r for r in self.runs if r.name == name), None)
@@ -101,6 +119,8 @@ class DeviceMeasurements:
             "event_host_ms": self.event_host_ms,
             "view_ms": self.view_ms,
             "op_spread": self.op_spread,
+            "probe_ms": list(self.probe_ms),
+            "drift": self.drift,
             "runs": {r.name: {"ms": r.measured_ms, "spread": r.spread()} for r in self.runs},
             "meta": dict(self.meta),
         }

@@ -16,6 +16,9 @@ published measurements sets) beyond a profile's spec sheet:
 - ``latency_error`` and ``speedup_error``: the typical relative error of a
   predicted latency and of a predicted speedup on this profile, from the evaluation
   named in ``sources`` (``explain`` prints a speedup with this uncertainty);
+- ``drift``: how much the machine's speed varied while ``calibrate`` measured it (a
+  small fixed model timed at every phase: (max - min) / median); a calibration on a
+  busy machine carries that much uncertainty, and ``latency_error`` includes it;
 - ``sources``: for each constant, where it came from (a micro-benchmark, a fit to
   named published measurements, a vendor figure); ``measured``: the host, versions
   and date of a calibration run.
@@ -237,6 +240,7 @@ class Calibration:
     sources: tuple[tuple[str, str], ...] = ()
     measured: tuple[tuple[str, str], ...] = ()
     view_ms: float = 0.0  # a view op's time where it costs host work on its stream (the CPU runtime)
+    drift: float | None = None  # how much the machine's speed varied while calibrating (None: not measured)
 
     @property
     def is_measured(self) -> bool:
@@ -259,6 +263,7 @@ class Calibration:
             "sources": dict(self.sources),
             "measured": dict(self.measured),
             "view_ms": self.view_ms,
+            "drift": self.drift,
         }
 
     @staticmethod
@@ -283,4 +288,5 @@ class Calibration:
             sources=_pairs(d.get("sources")),
             measured=_pairs(d.get("measured")),
             view_ms=opt("view_ms") or 0.0,
+            drift=opt("drift"),
         )

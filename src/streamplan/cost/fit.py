@@ -22,7 +22,11 @@
    constants);
 5. the error estimates ``explain`` uses: the relative error of every one-stream run
    and of every speedup, simulated against measured, with the fitted profile (in
-   sample: a lower bound on the error on models the calibration never ran).
+   sample: a lower bound on the error on models the calibration never ran); the
+   latency error also holds the machine's drift while it was measured (half the
+   probe's range, added in quadrature: constants measured on a machine whose speed
+   moved by 40% are not better than ±20%, however well they fit each other). Speedups
+   are ratios of runs timed alternately, which a drift moves far less.
 
 Each constant's source is recorded in ``calibration.sources``.
 """
@@ -136,6 +140,10 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
     errs = log_errors(samples, model.curve_time_ms)
     lat = [abs(r.error) for r in runs if r.speedup_measured is None]
     spd = [abs(r.speedup_error) for r in runs if r.speedup_error is not None]
+    drift = m.drift if len(m.probe_ms) > 1 else None
+    latency_error = _rms(lat)
+    if latency_error is not None and drift:
+        latency_error = math.hypot(latency_error, drift / 2)
     sources.update(
         curves=f"{len(samples)} ops timed on this device ({', '.join(sorted({f.kind for f, _ in samples}))})",
         stream_bandwidth_bytes_per_s="the best bandwidth a pointwise op or copy achieved",
@@ -144,13 +152,25 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
             if m.target == "cpu" and m.view_ms
             else {}
         ),
-        latency_error="RMS relative error of the calibration's own one-stream runs (in sample)",
+        latency_error="RMS relative error of the calibration's own one-stream runs (in sample)"
+        + (", and half the machine's drift while calibrating, in quadrature" if drift else ""),
+        **(
+            {
+                "drift": f"a small fixed model timed {len(m.probe_ms)} times, once per phase: (max - min) / median"
+            }
+            if drift is not None
+            else {}
+        ),
         speedup_error="RMS relative error of the co-run speedups the contention fit used (in sample)",
     )
     cal = profile.calibration
     profile = profile.replace(
         calibration=_with(
-            cal, latency_error=_rms(lat), speedup_error=_rms(spd), sources=tuple(sorted(sources.items()))
+            cal,
+            latency_error=latency_error,
+            speedup_error=_rms(spd),
+            drift=drift,
+            sources=tuple(sorted(sources.items())),
         )
     )
     return ProfileFit(

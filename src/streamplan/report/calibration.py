@@ -5,6 +5,8 @@ from __future__ import annotations
 from streamplan.app.calibrate import CalibrationResult
 from streamplan.report.units import fmt_ms
 
+DRIFT_WARN = 0.15  # a calibration whose probe varied more than this is flagged
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.0f}%"
@@ -56,6 +58,14 @@ def calibration_lines(r: CalibrationResult, path: str | None = None) -> list[str
         lines.append(
             f"    {f.name:<34} {fmt_ms(f.simulated_ms):>10} vs {fmt_ms(f.measured_ms):>10} ({_pct(f.error)}){speed}"
         )
+    probe = m.get("probe_ms") or []
+    if len(probe) > 1:
+        lines.append(
+            f"  steadiness: a small fixed model took {fmt_ms(min(probe))} to {fmt_ms(max(probe))} over the "
+            f"{len(probe)} phases (drift {100 * (cal.drift or 0.0):.0f}%"
+            + ("; see the warning" if (cal.drift or 0.0) > DRIFT_WARN else ": the machine held still")
+            + ")"
+        )
     lat, spd = cal.latency_error, cal.speedup_error
     lines.append(
         f"  typical error (in sample): latency {_pct(lat).lstrip('+')}, speedup {_pct(spd).lstrip('+')} "
@@ -64,3 +74,19 @@ def calibration_lines(r: CalibrationResult, path: str | None = None) -> list[str
     if path:
         lines.append(f"  wrote {path}: use it as --device {path} (simulate, compare, explain, run ...)")
     return lines
+
+
+def drift_warning(r: CalibrationResult) -> str | None:
+    """A warning when the machine's speed moved while it was measured (None: it held still)."""
+    drift = r.profile.calibration.drift
+    if drift is None or drift <= DRIFT_WARN:
+        return None
+    probe = r.measured.get("probe_ms") or []
+    lat = r.profile.calibration.latency_error
+    return (
+        f"warning: this machine's speed varied by {100 * drift:.0f}% while it was calibrated (a small fixed "
+        f"model took {fmt_ms(min(probe))} to {fmt_ms(max(probe))} across {len(probe)} phases): is something "
+        "else running on it? The profile's latencies are that uncertain"
+        + (f" (typical error {100 * lat:.0f}%, drift included)" if lat is not None else "")
+        + "; calibrate again when the machine is quiet."
+    )

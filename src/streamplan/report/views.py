@@ -7,6 +7,7 @@ from streamplan.app.memory import MemoryAnalysis
 from streamplan.app.run import RunReport
 from streamplan.app.simulation import SimulationReport
 from streamplan.app.training import StepSummary, TrainingAnswer
+from streamplan.cost.benchmarks import relative_range
 from streamplan.cost.devices import DEVICES
 from streamplan.memory.breakdown import Composition
 from streamplan.report.safe_text import quoted
@@ -201,6 +202,9 @@ def fusion_line(mode: str, summary: dict) -> str:
     )
 
 
+NOISY_RUN = 0.25  # repetitions further apart than this (range over median) are flagged
+
+
 def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
     """A run's verdict (outputs vs eager) and its measurements beside the predictions (rich markup:
     print them with markup on; the names in them are quoted)."""
@@ -220,6 +224,13 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
         + f"), predicted {fmt_ms(r.simulated.makespan_ms)} on the {r.profile} profile"
         + (f" ({rel_ms:+.0%})" if rel_ms is not None else "")
     )
+    times = tuple(getattr(cmp.result, "times_ms", ()) or ())
+    if len(times) >= 3 and relative_range(times) > NOISY_RUN:
+        lines.append(
+            f"  the {len(times)} repetitions took {fmt_ms(min(times))} to {fmt_ms(max(times))} "
+            f"({relative_range(times):.0%} apart): the machine's speed moved while it ran (other work on "
+            "it?), so the measured median is that uncertain; run again when it is quiet, or with more --repeat"
+        )
     if rel_ms is not None and abs(rel_ms) > 0.25 and r.profile in DEVICES and target == "cpu":
         lines.append(
             f"  the built-in {quoted(r.profile)} profile is not this machine: "

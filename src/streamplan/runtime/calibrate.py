@@ -13,8 +13,11 @@ issuing the calls is never what is measured).
 
 Every timing is a median over repetitions; the repetitions of the one-stream and
 multi-stream runs of a contention case alternate, so that a machine whose load
-changes meanwhile biases neither side. The result is plain data
-(``cost.benchmarks.DeviceMeasurements``) that ``cost.fit`` turns into a profile.
+changes meanwhile biases neither side. A small fixed model (``probe_graph``) is timed
+at the start and after every phase: how much its time varies is the machine's drift
+while the constants were measured (a laptop changing clocks, other work on a shared
+machine), which the profile records and ``calibrate`` warns about. The result is plain
+data (``cost.benchmarks.DeviceMeasurements``) that ``cost.fit`` turns into a profile.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from streamplan.runtime.calibrate_graphs import (
     corun_cases,
     op_bench_graph,
     pingpong_schedule,
+    probe_graph,
     view_chain_graph,
 )
 from streamplan.runtime.execute import run
@@ -46,6 +50,20 @@ from streamplan.runtime.interpret import call_node, initial_env, params_from_mod
 from streamplan.schedule.events import with_derived_waits
 
 SLEEP_S_PER_CALL = 60e-6  # a sleep long enough for the host to queue this much per timed call
+PROBE_REPS = 3  # repetitions of the steadiness probe at each phase (median)
+
+
+class _Probe:
+    """Times the steadiness probe (``probe_graph``) each time it is called: once per phase."""
+
+    def __init__(self, timer: Callable[[Graph, StreamSchedule], float]):
+        self.graph = probe_graph()
+        self.schedule = _sequential(self.graph)
+        self.timer = timer
+        self.ms: list[float] = []
+
+    def __call__(self) -> None:
+        self.ms.append(float(self.timer(self.graph, self.schedule)))
 
 
 def measure_device(
@@ -98,8 +116,11 @@ def _measure_cpu(
     bench: Graph, inputs: Any, params: Any, chain: Graph, quick: bool, reps: int, progress: ProgressFn
 ) -> dict[str, Any]:
     progress("calibrate: timing ops on the CPU runtime", 0, 3)
+    probe = _Probe(lambda g, s: run(g, s, repeat=PROBE_REPS, warmup=1).measured_ms)
+    probe()
     seq = _sequential(bench)
     r = run(bench, seq, inputs, params=params, repeat=reps, warmup=1)
+    probe()
     op_ms, spread = _span_medians(r.timelines, bench)
     ops_run = TimedRun("ops", "overhead", bench, seq, r.measured_ms, r.times_ms)
     progress("calibrate: per-op overhead and events", 1, 3)
@@ -113,6 +134,7 @@ def _measure_cpu(
     ping = pingpong_schedule(chain)
     rp = run(chain, ping, repeat=reps, warmup=1)
     runs.append(TimedRun("pingpong", "events", chain, ping, rp.measured_ms, rp.times_ms, pair="chain"))
+    probe()
     progress("calibrate: co-running streams", 2, 3)
     for case in corun_cases("cpu", quick=quick):
         one, many = case.schedules()
@@ -124,6 +146,7 @@ def _measure_cpu(
         base = f"corun {case.name} 1 stream"
         runs.append(TimedRun(base, "contention", case.graph, one, t1, ts1))
         runs.append(TimedRun(f"corun {case.name}", "contention", case.graph, many, tk, tsk, pair=base))
+    probe()
     progress("calibrate: done measuring", 3, 3)
     return {
         "target": "cpu",
@@ -136,6 +159,7 @@ def _measure_cpu(
         "view_ms": view_ms,
         "runs": tuple(runs),
         "op_spread": spread,
+        "probe_ms": tuple(probe.ms),
     }
 
 
@@ -211,8 +235,11 @@ def _measure_cuda(
 ) -> dict[str, Any]:
     dev = _cuda_device()
     progress("calibrate: timing ops on the device", 0, 4)
+    probe = _Probe(lambda g, s: _cuda_times(g, s, reps=PROBE_REPS, cuda_graph=False)[0])
+    probe()
     env = initial_env(bench, inputs, params, device=dev)
     op_ms = _device_op_times(bench, env, repeat=max(3, reps))
+    probe()
     chain_env = initial_env(chain, None, None, device=dev)
     kernel_ms = _device_op_times(chain, chain_env, repeat=max(10, 2 * reps), only=chain.node_ids[:1])
     tiny = next(iter(kernel_ms.values()))
@@ -229,6 +256,7 @@ def _measure_cuda(
         t, ts = _cuda_times(chain, ping, reps=reps, cuda_graph=graphs)
         runs.append(TimedRun(f"pingpong{sfx}", "events", chain, ping, t, ts, graphs, f"chain{sfx}"))
     graph_run = runs[2]
+    probe()
     progress("calibrate: co-running streams", 2, 4)
     for case in corun_cases(sizes, quick=quick):
         one, many = case.schedules()
@@ -244,6 +272,7 @@ def _measure_cuda(
             runs.append(
                 TimedRun(f"corun {case.name}{sfx}", "contention", case.graph, many, tk, tsk, graphs, base)
             )
+    probe()
     progress("calibrate: done measuring", 4, 4)
     n = len(chain.nodes)
     return {
@@ -260,6 +289,7 @@ def _measure_cuda(
         "graph_node_ms": graph_run.measured_ms / n,
         "graph_launch_ms": _graph_launch_ms(reps),
         "event_host_ms": _event_host_ms(),
+        "probe_ms": tuple(probe.ms),
     }
 
 

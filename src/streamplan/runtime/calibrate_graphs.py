@@ -327,6 +327,18 @@ def chain_graph(n: int = 200, *, size: int = 1) -> Graph:
     return b.build([x])
 
 
+def probe_graph(n: int = 8) -> Graph:
+    """The steadiness probe: ``n`` small convolutions, each with its ReLU (a few milliseconds of
+    kernels and interpreter work on a CPU core), timed at every phase of a calibration. A quiet
+    machine runs it in the same time each phase; how much it varies says how far the machine's
+    speed drifted while the constants were measured."""
+    b = GraphBuilder("calibrate-probe")
+    x = b.input("x", (1, 32, 28, 28))
+    for i in range(n):
+        x = b.relu(b.conv2d(x, 32, 3, padding=1, name=f"conv{i}"), name=f"relu{i}")
+    return b.build([x])
+
+
 def view_chain_graph(n: int = 200) -> Graph:
     """``n`` transposes in a chain on a 2 x 2 tensor, then one ReLU (a view op's cost in the runtime)."""
     b = GraphBuilder("calibrate-views")
