@@ -27,6 +27,10 @@ drift (canary now over canary at calibration): what the error would be had the
 machine kept the speed it had while calibrating, which separates the model's own
 error from the load of a shared machine. Errors are reported per round, with the
 median and the spread (min..max over rounds) per row.
+
+A calibration is itself measured on that machine: one whose steadiness probe drifted by
+more than ``--calibration-drift`` (``calibration.drift``) is run again, up to twice, and
+each row records the drift of the calibration it was predicted with.
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-streams", type=int, default=4)
     ap.add_argument("--canary-tolerance", type=float, default=0.2)
+    ap.add_argument("--calibration-drift", type=float, default=0.15)
     ap.add_argument("--out", default="cpu_lomo.json")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -131,7 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     t_start = time.perf_counter()
     for rnd in range(a.rounds):
-        cal = calibrate("cpu")
+        for attempt in range(3):
+            cal = calibrate("cpu")
+            drift = cal.profile.calibration.drift or 0.0
+            if drift <= a.calibration_drift or attempt == 2:
+                break
+            print(
+                f"round {rnd + 1}: the calibration drifted {100 * drift:.0f}%: calibrating again", flush=True
+            )
         profile = cal.profile
         base_canary = canary_ms()
         print(
