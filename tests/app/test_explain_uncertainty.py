@@ -37,3 +37,16 @@ def test_without_an_error_estimate_the_speedup_is_stated_plainly():
     result = explain_policy(g, "asap", make_context(device=profile_with_error(None)))
     assert result.latency.speedup_uncertainty is None
     assert " ± " not in "\n".join(explain_lines(result))
+
+
+def test_a_latency_is_stated_with_the_profiles_typical_error():
+    g = load_model("random:60:3")
+    v100 = get_device("v100")
+    drifted = v100.replace(calibration=dataclasses.replace(v100.calibration, latency_error=0.33))
+    result = explain_policy(g, "asap", make_context(device=drifted))
+    assert result.latency.latency_error == pytest.approx(0.33)
+    assert "Latencies on this profile are typically off by 33%." in "\n".join(explain_lines(result))
+    assert result.to_dict()["latency"]["latency_error"] == pytest.approx(0.33)
+    unknown = v100.replace(calibration=dataclasses.replace(v100.calibration, latency_error=None))
+    result = explain_policy(g, "asap", make_context(device=unknown))
+    assert "typically off by" not in "\n".join(explain_lines(result))

@@ -83,6 +83,7 @@ class LatencyNote:
     critical_path_ms: float  # longest dependency chain of op times alone (no launches)
     graphs: GraphsAlternative | None  # with CUDA graphs, when not simulated with them already
     speedup_error: float | None = None  # the profile's typical relative error of a speedup
+    latency_error: float | None = None  # ... and of a latency (None: unknown, or op times measured)
 
     @property
     def speedup_uncertainty(self) -> float | None:
@@ -135,6 +136,7 @@ class LatencyNote:
             else 1.0,
             "little_to_gain": self.little_to_gain,
             "speedup_uncertainty": self.speedup_uncertainty,
+            "latency_error": self.latency_error,
             "verdict": self.verdict,
             "with_cuda_graphs": None if self.graphs is None else self.graphs.to_dict(),
         }
@@ -287,6 +289,7 @@ def latency_note(graph: Graph, run: PolicyRun, ctx: ScheduleContext) -> LatencyN
         critical_path_ms=critical_path_ms(graph, cost),
         graphs=graphs,
         speedup_error=cost.speedup_error,
+        latency_error=cost.latency_error,
     )
 
 

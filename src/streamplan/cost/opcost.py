@@ -236,6 +236,11 @@ class CostModel(ABC):
         """Typical relative error of a predicted speedup under this model (None: unknown)."""
         return None
 
+    @property
+    def latency_error(self) -> float | None:
+        """Typical relative error of a predicted latency under this model (None: unknown)."""
+        return None
+
     def demand(self, graph: Graph, node: Node) -> Demand:
         """What the op asks of the device while it runs (default: its occupancy of the SMs only;
         a collective asks for the links between devices and no SMs)."""
@@ -301,6 +306,10 @@ class AnalyticCostModel(CostModel):
     @property
     def speedup_error(self) -> float | None:
         return self.device.calibration.speedup_error
+
+    @property
+    def latency_error(self) -> float | None:
+        return self.device.calibration.latency_error
 
     # -- interface ----------------------------------------------------------
     def op_time_ms(self, graph: Graph, node: Node) -> float:

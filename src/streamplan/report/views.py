@@ -121,7 +121,13 @@ def latency_lines(n: LatencyNote) -> list[str]:
     mode = "as one CUDA graph" if n.cuda_graphs else "launching kernel by kernel (no CUDA graphs)"
     head = (
         f"latency on {n.device}, {mode}: sequential {fmt_ms(n.sequential_ms)}, {n.policy} {fmt_ms(n.policy_ms)} "
-        f"({speedup_text(n)}). No schedule can take less than {fmt_ms(b.bound_ms)} ({b.binding} bound), "
+        f"({speedup_text(n)}). "
+        + (
+            f"Latencies on this profile are typically off by {100 * n.latency_error:.0f}%. "
+            if n.latency_error is not None
+            else ""
+        )
+        + f"No schedule can take less than {fmt_ms(b.bound_ms)} ({b.binding} bound), "
         f"so none beats sequential by more than {100 * (n.max_speedup - 1):.0f}%."
     )
     lines = [head]
