@@ -110,20 +110,17 @@ def test_calibrate_cli_refuses_unknown_targets_and_missing_gpus(tmp_path):
     assert not (tmp_path / "p.json").exists()
 
 
-def test_calibrate_warns_when_the_machine_drifted_and_keeps_json_clean(tmp_path, monkeypatch):
+def test_calibrate_warns_when_the_machine_drifted_and_keeps_json_clean(
+    tmp_path, monkeypatch, cpu_measurements
+):
     """A machine whose speed moved while it was measured: the profile is still written, the
     terminal says how much it moved and what to do, on stderr (``--json`` stays parseable)."""
     from dataclasses import replace
 
     import streamplan.runtime.calibrate as calibrate_module
 
-    real = calibrate_module.measure_device
-
-    def drifting(*args, **kwargs):
-        m = real(*args, **kwargs)
-        return replace(m, probe_ms=(10.0, 10.5, 16.0, 10.2))
-
-    monkeypatch.setattr(calibrate_module, "measure_device", drifting)
+    drifting = replace(cpu_measurements, probe_ms=(10.0, 10.5, 16.0, 10.2))  # measured once, for the module
+    monkeypatch.setattr(calibrate_module, "measure_device", lambda *a, **k: drifting)
     out = tmp_path / "busy.json"
     r = cli("calibrate", "--on", "cpu", "--quick", "--repeat", "1", "-o", out, "--json")
     assert r.returncode == 0, r
