@@ -6,7 +6,8 @@ with events, ``record_stream`` and frees where the memory analysis assumes them 
 in launch order on the CPU). ``launch_plan`` is the per-launch plan it follows.
 """
 
-from streamplan.codegen.module import Predictions, default_class_name, generate_module, weight_names
+from streamplan.codegen.header import Predictions
+from streamplan.codegen.module import default_class_name, generate_module, weight_names
 from streamplan.codegen.plan import LaunchPlan, LaunchStep, launch_plan
 
 __all__ = [
