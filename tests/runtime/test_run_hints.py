@@ -52,3 +52,20 @@ def test_repetitions_far_apart_say_the_machine_was_busy():
     )
     assert "machine's speed moved" not in _text(timed(10.0, 10.4, 10.2))
     assert "machine's speed moved" not in _text(timed(10.0, 20.0))  # two: nothing to call typical
+
+
+def test_a_profile_calibrated_on_a_drifting_machine_is_named_when_a_run_disagrees():
+    report = run_model(
+        "random:12:3", "sequential", make_context(device=profile_for("cpu")), target="cpu", repeat=1
+    )
+    measured = report.comparison.measured_ms
+
+    def calibrated(drift, ratio: float):
+        timeline = dataclasses.replace(report.simulated, makespan_ms=measured * ratio)
+        return dataclasses.replace(report, simulated=timeline, profile="cpu-calibrated", profile_drift=drift)
+
+    assert "calibrated while the machine's speed varied by 51%" in _text(calibrated(0.51, 1.4))
+    assert "varied by" not in _text(calibrated(0.51, 1.1))  # the run agrees: nothing to explain
+    assert "varied by" not in _text(calibrated(0.05, 1.4))  # a steady calibration: not the cause
+    assert report.profile_drift is None  # a built-in profile was never calibrated here
+    assert calibrated(0.51, 1.4).to_dict()["profile_drift"] == 0.51

@@ -93,6 +93,7 @@ class RunReport(Shown):
     worst_case: WorstCasePeak
     cuda: CudaPrediction | None
     predicted_tracked_peak_bytes: int | None
+    profile_drift: float | None = None  # how much the machine drifted while the profile was calibrated
 
     def __str__(self) -> str:
         c = self.comparison
@@ -150,6 +151,7 @@ class RunReport(Shown):
         d["predicted_peak_bytes"] = self.simulated_peak_bytes
         d["predicted_ms"] = self.simulated.makespan_ms
         d["profile"] = self.profile
+        d["profile_drift"] = self.profile_drift
         d["fusion"] = self.fusion_mode
         d["kernels"] = self.kernels
         d["predicted_worst_case_peak_bytes"] = {
@@ -268,7 +270,15 @@ def run_model(
         worst_case=worst,
         cuda=cuda,
         predicted_tracked_peak_bytes=tracked,
+        profile_drift=_profile_drift(ctx.cost),
     )
+
+
+def _profile_drift(cost: Any) -> float | None:
+    """The drift recorded by the calibration behind ``cost`` (None: not a calibrated profile)."""
+    from streamplan.cost.opcost import AnalyticCostModel
+
+    return cost.device.calibration.drift if isinstance(cost, AnalyticCostModel) else None
 
 
 def _op_memory(graph: Graph, cmp: Any):

@@ -10,6 +10,7 @@ from streamplan.app.training import StepSummary, TrainingAnswer
 from streamplan.cost.benchmarks import relative_range
 from streamplan.cost.devices import DEVICES
 from streamplan.memory.breakdown import Composition
+from streamplan.report.calibration import DRIFT_WARN
 from streamplan.report.safe_text import quoted
 from streamplan.report.units import MiB, fmt_bytes, fmt_ms
 
@@ -236,6 +237,12 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
             f"  the {len(times)} repetitions took {fmt_ms(min(times))} to {fmt_ms(max(times))} "
             f"({relative_range(times):.0%} apart): the machine's speed moved while it ran (other work on "
             "it?), so the measured median is that uncertain; run again when it is quiet, or with more --repeat"
+        )
+    drift = r.profile_drift
+    if rel_ms is not None and abs(rel_ms) > 0.25 and drift is not None and drift > DRIFT_WARN:
+        lines.append(
+            f"  the {quoted(r.profile)} profile was calibrated while the machine's speed varied by "
+            f"{drift:.0%}: its latencies are that uncertain; calibrate again when the machine is quiet"
         )
     if rel_ms is not None and abs(rel_ms) > 0.25 and r.profile in DEVICES and target == "cpu":
         lines.append(
