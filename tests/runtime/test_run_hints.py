@@ -43,8 +43,8 @@ def test_repetitions_far_apart_say_the_machine_was_busy():
         "random:12:3", "sequential", make_context(device=profile_for("cpu")), target="cpu", repeat=3
     )
 
-    def timed(*times: float):
-        result = dataclasses.replace(report.comparison.result, times_ms=times)
+    def timed(*times: float, chaos: bool = False):
+        result = dataclasses.replace(report.comparison.result, times_ms=times, chaos=chaos)
         return dataclasses.replace(report, comparison=dataclasses.replace(report.comparison, result=result))
 
     assert "took 10.000 ms to 14.000 ms (38% apart): the machine's speed moved" in _text(
@@ -52,6 +52,7 @@ def test_repetitions_far_apart_say_the_machine_was_busy():
     )
     assert "machine's speed moved" not in _text(timed(10.0, 10.4, 10.2))
     assert "machine's speed moved" not in _text(timed(10.0, 20.0))  # two: nothing to call typical
+    assert "machine's speed moved" not in _text(timed(10.0, 14.0, 10.5, chaos=True))  # delays vary on purpose
 
 
 def test_a_profile_calibrated_on_a_drifting_machine_is_named_when_a_run_disagrees():

@@ -232,7 +232,7 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
         + (f" ({rel_ms:+.0%})" if rel_ms is not None else "")
     )
     times = tuple(getattr(cmp.result, "times_ms", ()) or ())
-    if len(times) >= 3 and relative_range(times) > NOISY_RUN:
+    if len(times) >= 3 and relative_range(times) > NOISY_RUN and not r.chaos:  # chaos delays vary on purpose
         lines.append(
             f"  the {len(times)} repetitions took {fmt_ms(min(times))} to {fmt_ms(max(times))} "
             f"({relative_range(times):.0%} apart): the machine's speed moved while it ran (other work on "
