@@ -25,7 +25,7 @@ GIB = 1 << 30
 
 
 def _one(name: str, devices: list[str], time_limit: float, cache: bool) -> dict:
-    from streamplan.app.session import analyze
+    from streamplan.app.model_session import analyze
     from streamplan.errors import StreamplanError
 
     start = time.perf_counter()

@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 
 _LAZY = {
-    "analyze": "streamplan.app.session",
+    "analyze": "streamplan.app.model_session",
     "Session": "streamplan.app.session",
     "Settings": "streamplan.schedule.settings",
     "Includes": "streamplan.ir.includes",

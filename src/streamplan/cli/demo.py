@@ -19,7 +19,7 @@ def run_demo(
     3. ``run_model`` run for real on CPU threads under asap with chaos delays: outputs against
     eager, measured latency and memory against the predictions."""
     from streamplan.app.explain import simulated_note
-    from streamplan.app.session import analyze
+    from streamplan.app.model_session import analyze
     from streamplan.memory.explain import compare_peaks
     from streamplan.report.tables import compare_table
     from streamplan.report.views import run_lines

@@ -321,7 +321,7 @@ class Given:
         progress display on stderr; what loading had to assume is printed there as a warning.
         ``policies`` are checked against the settings first (``Settings.check_policies``), so a
         mistake fails before the model is loaded."""
-        from streamplan.app.session import analyze
+        from streamplan.app.model_session import analyze
         from streamplan.cli.common import err
         from streamplan.cli.progress import progress_display
 
