@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamplan.app.calibrate import calibrate
     from streamplan.cost import AnalyticCostModel, simulate
     from streamplan.cost.kinds import op_features
-    from streamplan.cost.opcost import is_view_op
+    from streamplan.cost.op_classes import is_view_op
     from streamplan.cost.profile import load_profile
     from streamplan.models import load_model
     from streamplan.runtime import run

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from streamplan.cost.opcost import VIEW_OPS, op_base_name
+from streamplan.cost.op_classes import VIEW_OPS, op_base_name
 from streamplan.fusion import FusionRules, fuse
 from streamplan.fusion.kinds import op_class
 from streamplan.ir.fused import folded_pair, fused_parts, is_concat_in_place

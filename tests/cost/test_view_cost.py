@@ -9,7 +9,7 @@ import torch
 
 from streamplan.cost import AnalyticCostModel, get_device, simulate
 from streamplan.cost.calibration import Calibration
-from streamplan.cost.opcost import is_view_op
+from streamplan.cost.op_classes import is_view_op
 from streamplan.frontends.builder import GraphBuilder
 from streamplan.schedule import make_schedule
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from streamplan.cost.kinds import UNALIGNED, op_features
-from streamplan.cost.opcost import is_view_op
+from streamplan.cost.op_classes import is_view_op
 from streamplan.runtime.calibrate_graphs import is_prep, op_bench_graph
 
 

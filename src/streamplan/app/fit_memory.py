@@ -102,7 +102,7 @@ class DevicePeak:
 
 def op_memory_for(graph: Graph, workspace_bytes: int) -> OpMemory:
     """cuBLAS's per-stream workspace for every stream that runs one of ``graph``'s matmuls."""
-    from streamplan.cost.opcost import op_base_name
+    from streamplan.cost.op_classes import op_base_name
     from streamplan.ir.fused import kernel_op
 
     blas = frozenset(n.id for n in graph.nodes if op_base_name(kernel_op(n)) in BLAS_OPS)

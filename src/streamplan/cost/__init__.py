@@ -5,12 +5,12 @@ from streamplan.cost.calibration import Calibration, GemmCurve, TimeCurve
 from streamplan.cost.contention import Demand, Supply, corun_rates
 from streamplan.cost.devices import DEVICES, DeviceProfile, device_names, get_device
 from streamplan.cost.measured import MeasuredCostModel, MeasuredTable, op_signature
+from streamplan.cost.op_classes import is_view_op
 from streamplan.cost.opcost import (
     AnalyticCostModel,
     CostModel,
     DeviceFacts,
     FakeCostModel,
-    is_view_op,
     resolve_cost,
 )
 from streamplan.cost.profile import load_profile, profile_to_json

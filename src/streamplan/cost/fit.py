@@ -44,7 +44,8 @@ from streamplan.cost.contention import Supply
 from streamplan.cost.devices import get_device
 from streamplan.cost.fit_curves import fit_curves, log_errors
 from streamplan.cost.kinds import OpFeatures, op_features
-from streamplan.cost.opcost import AnalyticCostModel, is_view_op
+from streamplan.cost.op_classes import is_view_op
+from streamplan.cost.opcost import AnalyticCostModel
 from streamplan.cost.profile import DeviceProfile
 from streamplan.cost.simulate import simulate
 
@@ -144,23 +145,17 @@ def fit_profile(m: DeviceMeasurements, *, name: str | None = None) -> ProfileFit
     latency_error = _rms(lat)
     if latency_error is not None and drift:
         latency_error = math.hypot(latency_error, drift / 2)
+    if m.target == "cpu" and m.view_ms:
+        sources["view_ms"] = "the slope of a chain of transposes through the CPU runtime: a view's host work"
+    if drift is not None:
+        sources["drift"] = (
+            f"a small fixed model timed {len(m.probe_ms)} times, once per phase: (max - min) / median"
+        )
     sources.update(
         curves=f"{len(samples)} ops timed on this device ({', '.join(sorted({f.kind for f, _ in samples}))})",
         stream_bandwidth_bytes_per_s="the best bandwidth a pointwise op or copy achieved",
-        **(
-            {"view_ms": "the slope of a chain of transposes through the CPU runtime: a view's host work"}
-            if m.target == "cpu" and m.view_ms
-            else {}
-        ),
         latency_error="RMS relative error of the calibration's own one-stream runs (in sample)"
         + (", and half the machine's drift while calibrating, in quadrature" if drift else ""),
-        **(
-            {
-                "drift": f"a small fixed model timed {len(m.probe_ms)} times, once per phase: (max - min) / median"
-            }
-            if drift is not None
-            else {}
-        ),
         speedup_error="RMS relative error of the co-run speedups the contention fit used (in sample)",
     )
     cal = profile.calibration

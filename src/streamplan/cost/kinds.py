@@ -101,9 +101,9 @@ class AttentionShape:
     score_bytes: int
 
     def gemm_flops(self) -> tuple[int, int]:
-        return 2 * self.qk_mnk[0] * self.qk_mnk[1] * self.qk_mnk[2], 2 * self.pv_mnk[0] * self.pv_mnk[
-            1
-        ] * self.pv_mnk[2]
+        """The FLOPs of ``Q Kᵀ`` and of ``P V`` (2·M·N·K each)."""
+        (m1, n1, k1), (m2, n2, k2) = self.qk_mnk, self.pv_mnk
+        return 2 * m1 * n1 * k1, 2 * m2 * n2 * k2
 
     @property
     def work(self) -> float:

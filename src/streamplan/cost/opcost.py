@@ -29,7 +29,7 @@ An op with 16 tiles on 160 slots can use only a tenth of the peak, and holds onl
 a tenth of the device while it runs (the rest is free for concurrent ops).
 Thread blocks are estimated from the output: GEMM/conv tiles of 64x64 of the implicit GEMM (M = output pixels, N = output channels) with split-K when K is
 long, 512 elements per block for everything else. View and metadata ops
-(``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing, except on a
+(``cost.op_classes``: ``aten.view``, ``aten.t``, getitem, ...) launch no kernel and cost nothing, except on a
 calibrated CPU profile, where the runtime's interpreter works for each (``view_ms``).
 A fused kernel (``streamplan.ir.fused``) is one op like any other: its FLOPs are its
 parts', its bytes its external inputs and outputs, and its anchor (the convolution
@@ -47,112 +47,17 @@ from streamplan.cost.contention import Demand, Supply
 from streamplan.cost.curve_cost import CurveCost
 from streamplan.cost.devices import DeviceProfile, get_device
 from streamplan.cost.kinds import OpFeatures, op_features
+from streamplan.cost.op_classes import CONV_OPS, GEMM_OPS, is_view_op, op_base_name
 from streamplan.errors import ModelSpecError
 from streamplan.ir.collectives import collective_of, is_collective
 from streamplan.ir.dtypes import numel
-from streamplan.ir.fused import is_concat_in_place, kernel_op
+from streamplan.ir.fused import kernel_op
 from streamplan.ir.graph import Graph, Node
-
-# Ops that only make a new tensor header (or nothing): no kernel, no device time.
-VIEW_OPS = frozenset(
-    {
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "t",
-        "transpose",
-        "permute",
-        "expand",
-        "expand_as",
-        "slice",
-        "select",
-        "squeeze",
-        "unsqueeze",
-        "alias",
-        "detach",
-        "getitem",
-        "split",
-        "split_with_sizes",
-        "unbind",
-        "chunk",
-        "narrow",
-        "as_strided",
-        "unflatten",
-        "flatten",
-        "view_as",
-        "empty",
-        "empty_like",
-        "empty_strided",
-        "lift_fresh",
-        "lift_fresh_copy",
-        "_reshape_alias",
-        "numpy_T",
-        "sym_size",
-        "output",
-    }
-)
-GEMM_OPS = frozenset(
-    {
-        "convolution",
-        "conv2d",
-        "conv1d",
-        "conv3d",
-        "_convolution",
-        "cudnn_convolution",
-        "mm",
-        "addmm",
-        "bmm",
-        "baddbmm",
-        "matmul",
-        "linear",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_flash_attention_for_cpu",
-        "scaled_dot_product_attention",
-        "_scaled_dot_product_cudnn_attention",
-        # their backward kernels are matmuls on the tensor cores too
-        "_scaled_dot_product_efficient_attention_backward",
-        "_scaled_dot_product_flash_attention_backward",
-        "_scaled_dot_product_flash_attention_for_cpu_backward",
-        "_scaled_dot_product_cudnn_attention_backward",
-        # mixture-of-experts layers: one grouped matmul over the experts
-        "_grouped_mm",
-        "grouped_mm",
-        "grouped_mm_fallback",
-        "grouped_mm_fallback_backward",
-        "einsum",
-    }
-)
-CONV_OPS = frozenset({"convolution", "conv2d", "conv1d", "conv3d", "_convolution", "cudnn_convolution"})
 
 TILE_M = 64
 TILE_N = 64
 SPLIT_K_CHUNK = 256  # K elements per split-K slice
 ELEMS_PER_BLOCK = 512
-
-
-def op_base_name(op: str) -> str:
-    """'aten.convolution.default' -> 'convolution'; 'operator.getitem' / 'getitem' -> 'getitem'."""
-    parts = op.split(".")
-    if parts[0] in ("aten", "prims", "torch") and len(parts) > 1:
-        return parts[1]
-    if len(parts) == 3 and parts[0] != "fused":  # a custom op: 'namespace.name.overload'
-        return parts[1]
-    return parts[-1] if len(parts) > 1 and parts[0] != "aten" else parts[0]
-
-
-def is_view_op(graph: Graph, node: Node) -> bool:
-    """True when the op launches no kernel: a known view/metadata op, only aliasing outputs, or
-    a concatenation its producers write in place."""
-    if node.mutates:
-        return False
-    if is_concat_in_place(node):
-        return True
-    if op_base_name(node.op) in VIEW_OPS:
-        return True
-    if node.outputs and all(graph.values[o].is_alias for o in node.outputs if o in graph.values):
-        return node.flops == 0
-    return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 from streamplan.cost.calibration import TimeCurve
 from streamplan.cost.kinds import op_features
-from streamplan.cost.opcost import AnalyticCostModel, is_view_op
+from streamplan.cost.op_classes import is_view_op
+from streamplan.cost.opcost import AnalyticCostModel
 from streamplan.cost.profile import DeviceProfile
 from streamplan.ir.graph import Graph
 from streamplan.ir.schedule import StreamSchedule

@@ -14,7 +14,7 @@ import dataclasses
 import heapq
 from collections.abc import Mapping, Sequence
 
-from streamplan.cost.opcost import op_base_name
+from streamplan.cost.op_classes import op_base_name
 from streamplan.fusion.groups import Grouping
 from streamplan.fusion.kinds import op_class
 from streamplan.fusion.training_meta import carried_training_facts

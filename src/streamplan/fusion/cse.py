@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from streamplan.cost.opcost import op_base_name
+from streamplan.cost.op_classes import op_base_name
 from streamplan.fusion.kinds import op_class
 from streamplan.fusion.training_meta import carried_training_facts
 from streamplan.ir.graph import Graph, Node

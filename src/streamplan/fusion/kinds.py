@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from streamplan.cost.opcost import CONV_OPS, GEMM_OPS, is_view_op, op_base_name
+from streamplan.cost.op_classes import CONV_OPS, GEMM_OPS, is_view_op, op_base_name
 from streamplan.ir.dtypes import numel
 from streamplan.ir.graph import Graph, Node
 

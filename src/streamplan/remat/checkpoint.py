@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamplan.cost.opcost import op_base_name
+from streamplan.cost.op_classes import op_base_name
 from streamplan.errors import BudgetError
 from streamplan.ir.frozen import FrozenDict
 from streamplan.ir.graph import Graph

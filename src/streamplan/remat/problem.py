@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamplan.cost.opcost import CostModel, op_base_name
+from streamplan.cost.op_classes import op_base_name
+from streamplan.cost.opcost import CostModel
 from streamplan.ir.graph import Graph
 from streamplan.ir.includes import Includes
 

@@ -210,6 +210,7 @@ def fusion_line(mode: str, summary: dict) -> str:
 
 
 NOISY_RUN = 0.25  # repetitions further apart than this (range over median) are flagged
+FAR_OFF = 0.25  # a prediction further than this from the measured latency is explained
 
 
 def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
@@ -231,20 +232,21 @@ def run_lines(r: RunReport, *, target: str, repeat: int) -> list[str]:
         + f"), predicted {fmt_ms(r.simulated.makespan_ms)} on the {r.profile} profile"
         + (f" ({rel_ms:+.0%})" if rel_ms is not None else "")
     )
-    times = tuple(getattr(cmp.result, "times_ms", ()) or ())
-    if len(times) >= 3 and relative_range(times) > NOISY_RUN and not r.chaos:  # chaos delays vary on purpose
+    times = cmp.result.times_ms
+    apart = relative_range(times)
+    if len(times) >= 3 and apart > NOISY_RUN and not r.chaos:  # chaos delays vary on purpose
         lines.append(
             f"  the {len(times)} repetitions took {fmt_ms(min(times))} to {fmt_ms(max(times))} "
-            f"({relative_range(times):.0%} apart): the machine's speed moved while it ran (other work on "
+            f"({apart:.0%} apart): the machine's speed moved while it ran (other work on "
             "it?), so the measured median is that uncertain; run again when it is quiet, or with more --repeat"
         )
-    drift = r.profile_drift
-    if rel_ms is not None and abs(rel_ms) > 0.25 and drift is not None and drift > DRIFT_WARN:
+    far_off = rel_ms is not None and abs(rel_ms) > FAR_OFF
+    if far_off and r.profile_drift is not None and r.profile_drift > DRIFT_WARN:
         lines.append(
             f"  the {quoted(r.profile)} profile was calibrated while the machine's speed varied by "
-            f"{drift:.0%}: its latencies are that uncertain; calibrate again when the machine is quiet"
+            f"{r.profile_drift:.0%}: its latencies are that uncertain; calibrate again when the machine is quiet"
         )
-    if rel_ms is not None and abs(rel_ms) > 0.25 and r.profile in DEVICES and target == "cpu":
+    if far_off and r.profile in DEVICES and target == "cpu":
         lines.append(
             f"  the built-in {quoted(r.profile)} profile is not this machine: "
             "`streamplan calibrate --on cpu -o profile.json`, then --device profile.json"

@@ -302,7 +302,7 @@ def _sm_count() -> int:
 
 def _device_op_times(graph: Graph, env: dict[str, Any], *, repeat: int, only: Any = None) -> dict[str, float]:
     """Device ms per call of each kernel, ``repeat`` calls back to back queued behind a sleep."""
-    from streamplan.cost.opcost import is_view_op
+    from streamplan.cost.op_classes import is_view_op
 
     env = dict(env)
     out: dict[str, float] = {}

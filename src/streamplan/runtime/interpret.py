@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from streamplan.cost.op_classes import op_base_name
 from streamplan.errors import ExecutionError, UnsupportedError
 from streamplan.frontends.argcodec import decode
 from streamplan.ir.collectives import is_collective
@@ -293,7 +294,7 @@ def running_variances(graph: Graph) -> frozenset[str]:
     """The value ids that batch (or instance) norms read as their running variance."""
     out = set()
     for n in graph.nodes:
-        base = _base(n.op)
+        base = op_base_name(n.op)
         args = n.attrs.get("args")
         if base in _NORMS_WITH_RUNNING_STATS and isinstance(args, list) and len(args) > _RUNNING_VAR_ARG:
             ref = args[_RUNNING_VAR_ARG]
@@ -333,7 +334,7 @@ def index_limits(graph: Graph) -> dict[str, int]:
         args = n.attrs.get("args")
         if not isinstance(args, list):
             continue
-        base = _base(n.op)
+        base = op_base_name(n.op)
         if base in _INDEXING:
             table_at, index_at, dim = _INDEXING[base]
             table = ref(args, table_at)
@@ -358,16 +359,11 @@ def index_limits(graph: Graph) -> dict[str, int]:
     while changed:  # back through views and copies to the leaves (any node order)
         changed = False
         for n in graph.nodes:
-            if _base(n.op) in _SAME_ELEMENTS and n.inputs and n.outputs:
+            if op_base_name(n.op) in _SAME_ELEMENTS and n.inputs and n.outputs:
                 out = min((limits[o] for o in n.outputs if o in limits), default=None)
                 if out is not None:
                     changed |= bound(n.inputs[0], out)
     return limits
-
-
-def _base(op: str) -> str:
-    parts = op.split(".")
-    return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
 
 
 def written_leaves(graph: Graph) -> list[str]:

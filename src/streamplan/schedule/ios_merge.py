@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamplan.cost.opcost import CONV_OPS, CostModel, op_base_name
+from streamplan.cost.op_classes import CONV_OPS, op_base_name
+from streamplan.cost.opcost import CostModel
 from streamplan.cost.simulate import OpCosts, op_costs
 from streamplan.ir.fused import fused_parts, is_fused, kernel_op
 from streamplan.ir.graph import Graph, Node, Value

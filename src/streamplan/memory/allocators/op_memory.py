@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from streamplan.cost.measured import MeasuredTable, op_signature
-from streamplan.cost.opcost import op_base_name
+from streamplan.cost.op_classes import op_base_name
 from streamplan.ir.fused import kernel_op
 from streamplan.ir.graph import Graph
 
