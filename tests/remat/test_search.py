@@ -12,7 +12,9 @@ from streamplan.app import plan_remat
 from streamplan.errors import BudgetError
 from streamplan.memory.worst_case import worst_case_peak
 from streamplan.models import load_model
-from streamplan.remat.search import ONE_STREAM_ORDER, POLICY_ORDER, project, search
+from streamplan.remat.candidates import ONE_STREAM_ORDER, POLICY_ORDER
+from streamplan.remat.evaluation import project
+from streamplan.remat.search import search
 from streamplan.schedule import ScheduleContext
 from streamplan.schedule.verify import schedule_problems
 
