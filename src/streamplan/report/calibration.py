@@ -63,7 +63,11 @@ def calibration_lines(r: CalibrationResult, path: str | None = None) -> list[str
         lines.append(
             f"  steadiness: a small fixed model took {fmt_ms(min(probe))} to {fmt_ms(max(probe))} over the "
             f"{len(probe)} phases (drift {100 * (cal.drift or 0.0):.0f}%"
-            + ("; see the warning" if (cal.drift or 0.0) > DRIFT_WARN else ": the machine held still")
+            + (
+                "; see the warning"
+                if (cal.drift or 0.0) > DRIFT_WARN
+                else f": within the {DRIFT_WARN:.0%} tolerated"
+            )
             + ")"
         )
     lat, spd = cal.latency_error, cal.speedup_error
